@@ -1,0 +1,34 @@
+"""autopar's core: specs, presets, the hardware-profile schema, the cost model and the search.
+
+This package imports neither ``profiler`` nor ``service`` and never imports torch.
+"""
+
+from search._calibration import Calibration, default_calibration
+from search._cluster_presets import CLUSTER_PRESETS, cluster_preset, gpu_preset, node_preset
+from search._cluster_spec import ClusterSpec, GPUSpec, NodeSpec
+from search._errors import AutoparError, SpecError, UnknownPresetError
+from search._model_spec import ModelSpec
+from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
+from search._predict import predict
+from search._prediction import Prediction
+
+__all__ = [
+    "CLUSTER_PRESETS",
+    "AutoparError",
+    "Calibration",
+    "ClusterSpec",
+    "GPUSpec",
+    "ModelSpec",
+    "NodeSpec",
+    "ParallelConfig",
+    "Prediction",
+    "SpecError",
+    "TrainingSpec",
+    "UnknownPresetError",
+    "check_compatible",
+    "cluster_preset",
+    "default_calibration",
+    "gpu_preset",
+    "node_preset",
+    "predict",
+]

@@ -1,0 +1,65 @@
+"""The few global constants of the cost model, fitted on published runs.
+
+They are properties of software stacks in general (how well kernels and collectives use the
+hardware), never of one run, source or model. ``benchmarks/fit_constants.py`` refits them on a
+runs file in the calibration schema and rewrites ``search/calibration.json``; the defaults
+below are the values used when that file is absent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+
+CALIBRATION_PATH = Path(__file__).with_name("calibration.json")
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Fitted constants, each dimensionless unless its name carries a unit."""
+
+    hbm_efficiency: float = 0.7
+    """Achieved fraction of datasheet HBM bandwidth in memory-bound kernels (LayerNorm,
+    activations, softmax, cross-entropy, optimizer). Bandwidth tests reach ~0.8-0.9."""
+    attention_efficiency: float = 0.55
+    """Achieved fraction of dense peak of FlashAttention on the FLOPs it executes (causal:
+    half of the full count). Dao 2023 (FlashAttention-2) reports 50-73 % on A100."""
+    gemm_overhead_s: float = 10e-6
+    """Fixed time per GEMM kernel (launch, tail wave): makes small GEMMs less efficient."""
+    nvlink_efficiency: float = 0.8
+    """Achieved fraction of per-GPU unidirectional NVLink bandwidth as NCCL bus bandwidth."""
+    network_efficiency: float = 0.8
+    """Achieved fraction of per-GPU NIC bandwidth as NCCL bus bandwidth across nodes."""
+    collective_latency_s: float = 20e-6
+    """Latency (alpha) of one collective call."""
+    zero3_efficiency: float = 0.6
+    """Achieved fraction of bus bandwidth by ZeRO-3 / FSDP parameter all-gathers and gradient
+    reduce-scatters, which run as many per-layer collectives over the whole data-parallel
+    group while compute kernels compete for SMs and memory."""
+    zero3_overlap: float = 0.7
+    """Fraction of the shorter of (compute, ZeRO-3 traffic) of a micro-batch hidden by the
+    longer one: t = max(c, m) + (1 - overlap) * min(c, m)."""
+    dp_overlap: float = 0.0
+    """Fraction of the data-parallel gradient reduction hidden behind the last micro-batch's
+    backward pass (bucketed overlap)."""
+    microbatch_overhead_s: float = 0.0
+    """Host-side time per micro-batch per stage (Python, kernel launches, scheduling)."""
+    fp8_gemm_speedup: float = 1.5
+    """Speed-up of FP8 GEMMs over BF16 end to end (casts, scaling and amax bookkeeping eat
+    most of the 2x peak ratio)."""
+    memory_overhead_bytes: float = 2.5 * 2**30
+    """Fixed per-GPU memory outside the model: CUDA context, NCCL buffers, workspace."""
+    memory_fragmentation: float = 1.1
+    """Allocator reserve over allocated bytes (PyTorch caching allocator, nvidia-smi figures)."""
+
+
+@lru_cache(maxsize=1)
+def default_calibration() -> Calibration:
+    """The fitted constants from ``search/calibration.json`` (or the defaults if it is absent)."""
+    if not CALIBRATION_PATH.exists():
+        return Calibration()
+    data = json.loads(CALIBRATION_PATH.read_text())
+    known = {f.name for f in fields(Calibration)}
+    return Calibration(**{k: float(v) for k, v in data.get("constants", {}).items() if k in known})

@@ -1,0 +1,78 @@
+"""GPU, node and cluster presets.
+
+Datasheet facts come from ``shared/calibration/hardware.json`` (its ``source`` fields cite
+NVIDIA datasheets and DGX documentation). Achieved figures are marked as such with their
+source; the ones marked *unverified* are estimates a measured hardware profile should replace
+(``autopar profile``).
+"""
+
+from __future__ import annotations
+
+from search._cluster_spec import ClusterSpec, GPUSpec, NodeSpec
+from search._errors import UnknownPresetError
+
+GiB = 2**30
+TiB = 2**40
+
+# Maximum achievable matmul FLOP/s (MAMF), bf16, fraction of dense peak: stas00/ml-engineering
+# compute/accelerator/README.md "Maximum Achievable Matmul FLOPS comparison table":
+# A100 SXM 271.2/312 = 0.869, H100 SXM 794.5/989 = 0.803 ("H200 is the same").
+# V100: ~97 TFLOP/s fp16 at 8192^3 of 125 (community measurement; unverified).
+GPUS: dict[str, GPUSpec] = {
+    "v100-sxm3-32gb": GPUSpec("v100-sxm3-32gb", 32 * GiB, 900e9, 125e12, None, None, 15.7e12, None, 0.78),
+    "v100-32gb": GPUSpec("v100-32gb", 32 * GiB, 900e9, 125e12, None, None, 15.7e12, None, 0.78),
+    "a100-sxm4-40gb": GPUSpec("a100-sxm4-40gb", 40 * GiB, 1555e9, 312e12, 312e12, 156e12, 19.5e12, None, 0.869),
+    "a100-sxm4-80gb": GPUSpec("a100-sxm4-80gb", 80 * GiB, 2039e9, 312e12, 312e12, 156e12, 19.5e12, None, 0.869),
+    "h100-sxm5-80gb": GPUSpec("h100-sxm5-80gb", 80 * GiB, 3350e9, 989.4e12, 989.4e12, 494.7e12, 66.9e12, 1978.9e12, 0.803),
+    "h200-sxm-141gb": GPUSpec("h200-sxm-141gb", 141 * GiB, 4800e9, 989e12, 989e12, 494.7e12, 66.9e12, 1979e12, 0.803),
+}
+
+# Node facts. intra_node: NVLink per GPU per direction (half the bidirectional datasheet figure).
+# inter_node: compute NICs per node per direction (hardware.json network.bytes_per_s_total).
+# pcie: host<->GPU per GPU with all GPUs of the node transferring at once: DGX-2 ~3 GB/s
+#   (ZeRO-Infinity Sec. 4 via hardware.json); DGX A100 two GPUs per Gen4 x16 switch uplink,
+#   ~25 GB/s measured pinned (BaM paper) / 2; DGX H100 Gen5 ~55 GB/s measured pinned
+#   (ml-engineering network/README.md) / 2 (unverified: switch sharing assumed as on A100).
+# NVMe: Azure 4x Gen4 RAID-0 measured 10 GB/s read, 5 GB/s write (DeepSpeed blogs/deepspeed-gds);
+#   DGX A100 has 4 such drives, DGX H100/H200 and DGX-2 8 (2x, unverified).
+# CPU Adam: DeepSpeed CPUAdam 11.6B params in 8.2 s = 1.4e9 params/s (DeepSpeed PR #735,
+#   DGX-2 class host, unverified); newer 2-socket hosts scaled by core count (unverified).
+NODES: dict[str, NodeSpec] = {
+    "dgx-2": NodeSpec("dgx-2", 16, 150e9, 100e9, 3e9, 1.5 * TiB, 30e12, 20e9, 10e9, 1.4e9),
+    "dgx-a100-40gb": NodeSpec("dgx-a100-40gb", 8, 300e9, 200e9, 12.5e9, 1 * TiB, 15e12, 10e9, 5e9, 2.8e9),
+    "dgx-a100-80gb": NodeSpec("dgx-a100-80gb", 8, 300e9, 200e9, 12.5e9, 1 * TiB, 15e12, 10e9, 5e9, 2.8e9),
+    "dgx-h100": NodeSpec("dgx-h100", 8, 450e9, 400e9, 27.5e9, 2 * TiB, 30.72e12, 20e9, 10e9, 2.8e9),
+    "dgx-h200": NodeSpec("dgx-h200", 8, 450e9, 400e9, 27.5e9, 2 * TiB, 30.72e12, 20e9, 10e9, 2.8e9),
+}
+
+NODE_GPU: dict[str, str] = {
+    "dgx-2": "v100-sxm3-32gb",
+    "dgx-a100-40gb": "a100-sxm4-40gb",
+    "dgx-a100-80gb": "a100-sxm4-80gb",
+    "dgx-h100": "h100-sxm5-80gb",
+    "dgx-h200": "h200-sxm-141gb",
+}
+
+CLUSTER_PRESETS: tuple[str, ...] = tuple(NODES)
+
+
+def gpu_preset(name: str) -> GPUSpec:
+    """The GPU preset ``name`` (ids as in ``hardware.json``)."""
+    try:
+        return GPUS[name]
+    except KeyError:
+        raise UnknownPresetError("GPU", name, sorted(GPUS)) from None
+
+
+def node_preset(name: str) -> NodeSpec:
+    """The node preset ``name``."""
+    try:
+        return NODES[name]
+    except KeyError:
+        raise UnknownPresetError("node", name, sorted(NODES)) from None
+
+
+def cluster_preset(name: str, num_nodes: int = 1) -> ClusterSpec:
+    """``num_nodes`` nodes of preset ``name`` (``dgx-a100-80gb``, ``dgx-h100``, ...)."""
+    node = node_preset(name)
+    return ClusterSpec(gpu=GPUS[NODE_GPU[name]], node=node, num_nodes=num_nodes, name=name)

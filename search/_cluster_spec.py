@@ -1,0 +1,120 @@
+"""The hardware: GPU, node and cluster specs (SI units: bytes, seconds, FLOP/s)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from search._checks import positive_int, positive_number
+from search._errors import SpecError
+
+if TYPE_CHECKING:
+    from search._profile import HardwareProfile
+
+Dtype = Literal["fp8", "fp16", "bf16", "tf32", "fp32"]
+
+
+@dataclass(frozen=True, slots=True)
+class GPUSpec:
+    """One accelerator. Peaks are dense (no 2:4 sparsity) datasheet figures."""
+
+    name: str
+    memory_bytes: float
+    """HBM capacity (vendor GB read as GiB: A100 80GB = 80 * 2**30)."""
+    hbm_bytes_per_s: float
+    """Datasheet HBM bandwidth."""
+    fp16_flop_per_s: float
+    bf16_flop_per_s: float | None
+    """None where the GPU has no bf16 tensor cores (V100)."""
+    tf32_flop_per_s: float | None
+    fp32_flop_per_s: float
+    fp8_flop_per_s: float | None = None
+    matmul_efficiency: float = 0.8
+    """Maximum achievable fraction of the dense peak for large GEMMs (cuBLAS), a hardware fact
+    measured by the profiler; the preset value cites its source."""
+
+    def __post_init__(self) -> None:
+        owner = f"GPUSpec({self.name})"
+        for name in ("memory_bytes", "hbm_bytes_per_s", "fp16_flop_per_s", "fp32_flop_per_s"):
+            positive_number(owner, name, getattr(self, name))
+        for name in ("bf16_flop_per_s", "tf32_flop_per_s", "fp8_flop_per_s"):
+            if getattr(self, name) is not None:
+                positive_number(owner, name, getattr(self, name))
+        if not 0 < self.matmul_efficiency <= 1:
+            raise SpecError(f"{owner}.matmul_efficiency", f"{self.matmul_efficiency} is outside (0, 1]",
+                            "give the achievable fraction of peak, e.g. 0.85")
+
+    def peak_flop_per_s(self, dtype: Dtype) -> float:
+        """Dense peak for ``dtype``; raises if the GPU lacks that tensor-core type."""
+        value = {
+            "fp8": self.fp8_flop_per_s,
+            "fp16": self.fp16_flop_per_s,
+            "bf16": self.bf16_flop_per_s,
+            "tf32": self.tf32_flop_per_s,
+            "fp32": self.fp32_flop_per_s,
+        }[dtype]
+        if value is None:
+            raise SpecError("TrainingSpec.precision", f"{self.name} has no {dtype} tensor cores",
+                            "use fp16 (or a GPU that supports this precision)")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One server: its GPUs, links, host memory, NVMe and CPU."""
+
+    name: str
+    gpus_per_node: int
+    intra_node_bytes_per_s: float
+    """Per-GPU unidirectional NVLink/NVSwitch bandwidth (half the 'bidirectional' datasheet figure)."""
+    inter_node_bytes_per_s: float
+    """Network bandwidth per node per direction, all compute NICs together."""
+    pcie_bytes_per_s: float
+    """Host<->GPU bandwidth per GPU per direction (pinned memory)."""
+    cpu_memory_bytes: float
+    """Host DRAM of the node."""
+    nvme_bytes: float
+    """NVMe capacity usable for ZeRO-Infinity swap files."""
+    nvme_read_bytes_per_s: float
+    """Aggregate sequential read bandwidth of the node's NVMe (all drives)."""
+    nvme_write_bytes_per_s: float
+    """Aggregate sequential write bandwidth of the node's NVMe."""
+    cpu_adam_params_per_s: float
+    """Adam parameter updates per second with all host cores (DeepSpeed CPUAdam)."""
+
+    def __post_init__(self) -> None:
+        owner = f"NodeSpec({self.name})"
+        positive_int(owner, "gpus_per_node", self.gpus_per_node)
+        for name in (
+            "intra_node_bytes_per_s", "inter_node_bytes_per_s", "pcie_bytes_per_s", "cpu_memory_bytes",
+            "nvme_bytes", "nvme_read_bytes_per_s", "nvme_write_bytes_per_s", "cpu_adam_params_per_s",
+        ):
+            positive_number(owner, name, getattr(self, name))
+
+    @property
+    def nic_bytes_per_s_per_gpu(self) -> float:
+        """The node's network bandwidth divided among its GPUs (one rail per GPU on DGX)."""
+        return self.inter_node_bytes_per_s / self.gpus_per_node
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """``num_nodes`` identical nodes, optionally with a measured :class:`HardwareProfile`.
+
+    When ``profile`` is given, its measurements replace the preset figures wherever it has
+    one (see :func:`search.apply_profile`); the cost model reads only this spec.
+    """
+
+    gpu: GPUSpec
+    node: NodeSpec
+    num_nodes: int = 1
+    name: str = "custom"
+    profile: HardwareProfile | None = None
+
+    def __post_init__(self) -> None:
+        positive_int("ClusterSpec", "num_nodes", self.num_nodes)
+
+    @property
+    def world_size(self) -> int:
+        """Total GPUs: num_nodes * gpus_per_node."""
+        return self.num_nodes * self.node.gpus_per_node

@@ -1,0 +1,67 @@
+"""Collective and point-to-point times on the link a group really uses.
+
+Ring algorithms (nccl-tests ``doc/PERFORMANCE.md``): an all-reduce of S bytes over n ranks
+moves ``2(n-1)/n * S`` per rank, an all-gather or reduce-scatter ``(n-1)/n * S``; the time
+is that traffic over the bus bandwidth plus a latency term (Hockney alpha-beta model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search._calibration import Calibration
+from search._cluster_spec import ClusterSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """Bus bandwidth and latency of one communication group."""
+
+    bus_bytes_per_s: float
+    latency_s: float
+    inter_node: bool
+
+
+def group_link(cluster: ClusterSpec, size: int, stride: int, cal: Calibration) -> Link:
+    """The link used by a group of ``size`` ranks spaced ``stride`` apart in rank order.
+
+    Ranks fill a node first (Megatron order: tp innermost, then cp, dp, pp). A group inside
+    one node runs on NVLink; a group spanning nodes is limited by the NICs its members per
+    node can use in parallel (one rail per GPU on DGX nodes: ``k`` members per node give
+    ``k`` NICs, as NCCL spreads rings over rails), never above NVLink.
+    """
+    node = cluster.node
+    gpn = node.gpus_per_node
+    nvlink = node.intra_node_bytes_per_s * cal.nvlink_efficiency
+    if size <= 1 or stride * size <= gpn:
+        return Link(nvlink, cal.collective_latency_s, False)
+    members_per_node = 1 if stride >= gpn else min(size, gpn // stride)
+    network = members_per_node * node.nic_bytes_per_s_per_gpu * cal.network_efficiency
+    return Link(min(nvlink, network), cal.collective_latency_s, True)
+
+
+def all_reduce_time_s(size_bytes: float, ranks: int, link: Link) -> float:
+    """Ring all-reduce: ``alpha + 2(n-1)/n * S / busbw`` (nccl-tests busbw definition)."""
+    if ranks <= 1 or size_bytes <= 0:
+        return 0.0
+    return link.latency_s + 2.0 * (ranks - 1) / ranks * size_bytes / link.bus_bytes_per_s
+
+
+def all_gather_time_s(size_bytes: float, ranks: int, link: Link) -> float:
+    """Ring all-gather of a ``size_bytes`` result: ``alpha + (n-1)/n * S / busbw``.
+
+    Reduce-scatter of a ``size_bytes`` input costs the same (nccl-tests PERFORMANCE.md).
+    """
+    if ranks <= 1 or size_bytes <= 0:
+        return 0.0
+    return link.latency_s + (ranks - 1) / ranks * size_bytes / link.bus_bytes_per_s
+
+
+reduce_scatter_time_s = all_gather_time_s
+
+
+def p2p_time_s(size_bytes: float, bytes_per_s: float, latency_s: float) -> float:
+    """One send/recv: ``alpha + S / bandwidth``."""
+    if size_bytes <= 0:
+        return 0.0
+    return latency_s + size_bytes / bytes_per_s

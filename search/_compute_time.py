@@ -1,0 +1,144 @@
+"""Compute time of one micro-batch: GEMMs, attention core and memory-bound kernels.
+
+Times are per GPU after the tensor-parallel split (``tp``) and context-parallel split of the
+sequence (``tokens`` = tokens this rank processes). A GEMM costs the longer of its FLOP time
+at the achievable matmul throughput and its HBM traffic time (roofline; Williams et al.
+2009), plus a fixed kernel overhead; memory-bound kernels cost their bytes at the achievable
+HBM bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search._calibration import Calibration
+from search._model_spec import ModelSpec
+
+ACT_BYTES = 2
+"""16-bit activations (bf16/fp16)."""
+REPLICATED_ELEMENTWISE_BYTES_PER_TOKEN_PER_H = 22.0
+"""Forward HBM bytes per token per unit of h outside the TP-split region: two LayerNorms
+(read 2h + write 2h bytes each = 8h) and two fused bias-dropout-residual-adds (read 4h, write
+2h + a 1-byte mask h, = 7h each). Tensors follow Korthikanti et al. 2022 Sec. 4.1."""
+STANDARD_SCORE_BYTES_FWD = 13.0
+"""Forward HBM bytes per attention-score element without FlashAttention: write Q K^T (2),
+fused scale-mask-softmax read+write (4), dropout read + write + 1-byte mask (5), read by the
+scores x V GEMM (2). Korthikanti et al. 2022 Sec. 4.1 stores 5 bytes of these per element."""
+CROSS_ENTROPY_FWD_BYTES_PER_LOGIT = 26.0
+"""Forward HBM bytes per logit element of Megatron's fp32 vocab-parallel cross-entropy:
+cast (2 + 4), max (4), exp-sub (4 + 4), sum (4), log-softmax (4)."""
+CROSS_ENTROPY_BWD_BYTES_PER_LOGIT = 14.0
+"""Backward bytes per logit: softmax - one-hot (4 + 4) and the cast back to 16 bits (4 + 2)."""
+BACKWARD_TO_FORWARD = 2.0
+"""A linear layer's backward is two GEMMs of its forward's size (data and weight gradients);
+memory-bound kernels read saved inputs and gradients (~2x forward traffic)."""
+FLASH_BACKWARD_TO_FORWARD = 2.5
+"""FlashAttention backward runs 5 matmuls against 2 forward (Dao 2023, arXiv:2307.08691 Sec. 3)."""
+CAUSAL_EXECUTED_FRACTION = 0.5
+"""Causal FlashAttention skips fully masked blocks: it executes about half the full count."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kernels:
+    """Achievable throughputs for one GPU and precision (inputs of every compute term)."""
+
+    matmul_flop_per_s: float
+    """Peak x achievable matmul fraction (x FP8 speed-up when GEMMs run in FP8)."""
+    attention_flop_per_s: float
+    hbm_bytes_per_s: float
+    """Achievable HBM bandwidth of memory-bound kernels."""
+    gemm_overhead_s: float
+
+
+def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, hbm_bytes_per_s: float,
+                 cal: Calibration, fp8: bool) -> Kernels:
+    """Combine datasheet peaks with the achievable fractions (measured or fitted)."""
+    matmul = peak_flop_per_s * matmul_efficiency * (cal.fp8_gemm_speedup if fp8 else 1.0)
+    return Kernels(
+        matmul_flop_per_s=matmul,
+        attention_flop_per_s=peak_flop_per_s * cal.attention_efficiency,
+        hbm_bytes_per_s=hbm_bytes_per_s * cal.hbm_efficiency,
+        gemm_overhead_s=cal.gemm_overhead_s,
+    )
+
+
+def gemm_time_s(m: float, n: float, k: float, kernels: Kernels) -> float:
+    """One (m x k) @ (k x n) GEMM in 16-bit: roofline of 2mnk FLOPs and 2(mk + kn + mn) bytes."""
+    flop = 2.0 * m * n * k
+    traffic = ACT_BYTES * (m * k + k * n + m * n)
+    return max(flop / kernels.matmul_flop_per_s, traffic / kernels.hbm_bytes_per_s) + kernels.gemm_overhead_s
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTimes:
+    """Forward times of one transformer block on one GPU, per kind of kernel."""
+
+    gemm_s: float
+    attention_s: float
+    attention_backward_s: float
+    elementwise_s: float
+
+    @property
+    def forward_s(self) -> float:
+        return self.gemm_s + self.attention_s + self.elementwise_s
+
+    @property
+    def backward_s(self) -> float:
+        return BACKWARD_TO_FORWARD * (self.gemm_s + self.elementwise_s) + self.attention_backward_s
+
+
+def layer_times(model: ModelSpec, tokens: float, kv_len: float, tp: int, sp: bool, kernels: Kernels) -> LayerTimes:
+    """Forward time of one block for ``tokens`` tokens on one of ``tp`` tensor-parallel ranks.
+
+    GEMM shapes after Megatron's column/row split (Shoeybi et al. 2019, arXiv:1909.08053
+    Sec. 3): QKV ``[tokens, h] x [h, (h + 2 kv_dim)/tp]``, output ``[tokens, h/tp] x [h/tp, h]``,
+    MLP in ``[tokens, h] x [h, f*(m-1)/tp]``, MLP out ``[tokens, f/tp] x [f/tp, h]``.
+    """
+    h, f, kvd = model.hidden, model.ffn, model.kv_dim
+    gemm = (
+        gemm_time_s(tokens, (h + 2 * kvd) / tp, h, kernels)
+        + gemm_time_s(tokens, h, h / tp, kernels)
+        + gemm_time_s(tokens, f * (model.mlp_matrices - 1) / tp, h, kernels)
+        + gemm_time_s(tokens, h, f / tp, kernels)
+    )
+    full_attention_flop = 4.0 * tokens * kv_len * h / tp
+    act_bytes_per_token = (6.0 if model.activation == "swiglu" else 4.0) * f / tp
+    if model.position_embedding == "rope":
+        act_bytes_per_token += 4.0 * (h + 2 * kvd) / tp
+    elementwise_bytes = tokens * (
+        REPLICATED_ELEMENTWISE_BYTES_PER_TOKEN_PER_H * h / (tp if sp else 1) + act_bytes_per_token
+    )
+    if model.attention == "flash":
+        attention = CAUSAL_EXECUTED_FRACTION * full_attention_flop / kernels.attention_flop_per_s
+        attention_bwd = FLASH_BACKWARD_TO_FORWARD * attention
+    else:
+        # Materialised scores: two batched GEMMs at matmul speed plus the score traffic.
+        attention = full_attention_flop / kernels.matmul_flop_per_s
+        score_bytes = STANDARD_SCORE_BYTES_FWD * tokens * kv_len * model.heads / tp
+        attention += score_bytes / kernels.hbm_bytes_per_s
+        attention_bwd = BACKWARD_TO_FORWARD * attention
+    return LayerTimes(gemm, attention, attention_bwd, elementwise_bytes / kernels.hbm_bytes_per_s)
+
+
+def lm_head_time_s(model: ModelSpec, tokens: float, tp: int, kernels: Kernels) -> tuple[float, float]:
+    """Forward and backward time of the LM head GEMM and the cross-entropy on the last stage.
+
+    Logits ``[tokens, h] x [h, V/tp]`` (Megatron vocab-parallel output layer) and
+    :data:`CROSS_ENTROPY_FWD_BYTES_PER_LOGIT` + :data:`CROSS_ENTROPY_BWD_BYTES_PER_LOGIT` bytes
+    per logit for the fp32 loss.
+    """
+    gemm = gemm_time_s(tokens, model.vocab / tp, model.hidden, kernels)
+    logits_per_byte_s = tokens * model.vocab / tp / kernels.hbm_bytes_per_s
+    return (
+        gemm + CROSS_ENTROPY_FWD_BYTES_PER_LOGIT * logits_per_byte_s,
+        BACKWARD_TO_FORWARD * gemm + CROSS_ENTROPY_BWD_BYTES_PER_LOGIT * logits_per_byte_s,
+    )
+
+
+def optimizer_step_time_s(params_on_gpu: float, kernels: Kernels) -> float:
+    """Fused Adam on the GPU: memory-bound, 30 bytes per parameter of the local shard.
+
+    Reads fp32 master, m, v and the fp32 gradient (16 bytes), writes master, m, v (12) and the
+    16-bit weight copy (2) (Rajbhandari et al. 2020 mixed-precision Adam, Sec. 3.1).
+    """
+    return 30.0 * params_on_gpu / kernels.hbm_bytes_per_s

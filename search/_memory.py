@@ -1,0 +1,151 @@
+"""Per-GPU memory (model states, activations, buffers) and per-node CPU / NVMe bytes.
+
+Model states follow each runtime's own accounting (bytes per parameter of the GPU's
+model-parallel shard ``P``, data-parallel sharding degree ``d``):
+
+============================  ==========  ==================  ===========
+runtime, ZeRO stage           weights     gradients           optimizer
+============================  ==========  ==================  ===========
+Megatron 0 / 1 / 2 / 3        2,2,2,2/d   4,4,4/d,4/d         12,12/d,..
+DeepSpeed 0 / 1 / 2 / 3       2,2,2,2/d   6,2+4/d,6/d,4/d     12,12/d,..
+FSDP (fp32 flat params) 2/3   4/d (+2)    4/d                 8/d
+============================  ==========  ==================  ===========
+
+Megatron: ``theoretical_memory_usage.py`` (18 bytes/param, or 6 + 12/d with the distributed
+optimizer). DeepSpeed: ``estimate_zero2_model_states_mem_needs`` (2P + 18P/d) and
+``estimate_zero3_model_states_mem_needs`` (18P/d + 4 x largest layer). ZeRO paper
+(Rajbhandari et al. 2020, arXiv:1910.02054 Sec. 3.1, 5): 2P + 2P + K*P with K = 12.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search._model_spec import ModelSpec
+
+GiB = 2**30
+DEEPSPEED_BUCKET_ELEMENTS = 5e8
+"""DeepSpeed default ``reduce_bucket_size`` and ``allgather_bucket_size`` (elements)."""
+DEEPSPEED_CPU_BUFFER_FACTOR = 1.5
+"""DeepSpeed's ``additional_buffer_factor`` on host memory for offloaded states."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStateBytes:
+    """Model-state bytes on one GPU."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    gathered_params_bytes: float
+    """ZeRO-3 / FSDP working buffers for gathered (unsharded) parameters."""
+
+
+def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params: float,
+                      largest_layer_params: float, layer_params: float,
+                      offload_optimizer: str, offload_param: str) -> ModelStateBytes:
+    """Weights, gradients and Adam states of ``params`` parameters on one GPU.
+
+    ``params`` is this GPU's model-parallel share (after TP and PP); ``shard_degree`` the
+    data-parallel group ZeRO shards over. Offloading the optimizer moves the fp32 master
+    weights, moments and fp32 gradients to the host (ZeRO-Offload, Ren et al. 2021 Sec. 4);
+    offloading parameters leaves only the gathered working set (ZeRO-Infinity Sec. 5).
+    """
+    d = float(shard_degree)
+    p = params
+    if framework == "fsdp":
+        sharded = zero_stage >= 2
+        weights = 4.0 * p / d if sharded else 4.0 * p
+        if zero_stage == 2:
+            weights += 2.0 * p  # SHARD_GRAD_OP keeps the unsharded bf16 copy between fwd and bwd
+        grads = 4.0 * p / d if sharded else 4.0 * p
+        optimizer = 8.0 * p / d if sharded else 8.0 * p
+        gathered = 3.0 * 2.0 * layer_params if zero_stage == 3 else 0.0  # current + prefetch params, one grad
+        if offload_optimizer != "none" or offload_param != "none":
+            weights, grads, optimizer = (2.0 * p if zero_stage == 2 else 0.0), 0.0, 0.0
+        return ModelStateBytes(weights, grads, optimizer, gathered)
+    stage = zero_stage
+    weights = 2.0 * p / d if stage == 3 else 2.0 * p
+    if framework == "megatron":
+        grads = 4.0 * p / d if stage >= 2 else 4.0 * p
+    else:  # DeepSpeed and Megatron-DeepSpeed: 16-bit grads plus an fp32 partition
+        grads = {0: 6.0 * p, 1: 2.0 * p + 4.0 * p / d, 2: 6.0 * p / d, 3: 4.0 * p / d}[stage]
+    optimizer = 12.0 * p / d if stage >= 1 else 12.0 * p
+    if offload_optimizer != "none":
+        optimizer = 0.0
+        grads = 0.0
+    if offload_param != "none":
+        weights = 0.0
+    gathered = 4.0 * largest_layer_params if stage == 3 and framework != "megatron" else 0.0
+    if stage == 3 and framework == "megatron":
+        gathered = 2.0 * 2.0 * layer_params
+    return ModelStateBytes(weights, grads, optimizer, gathered)
+
+
+def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, recompute: str) -> float:
+    """Activation bytes one block keeps for backward, per micro-batch, on one GPU.
+
+    Korthikanti et al. 2022 (arXiv:2205.05198) Sec. 4, eqs. 1-6: ``sbh(34 + 5as/h)`` without
+    parallelism; ``sbh(10 + 24/t + 5as/(ht))`` with TP; all divided by t with SP; the
+    ``5as/h`` score term dropped by selective recomputation or FlashAttention. The 24 of a
+    GPT block is generalised to GQA (K, V of width kv_dim) and to SwiGLU (three f-wide
+    tensors): split = 4h + 4*kv_dim + (4 or 6)*f per token. Full recomputation keeps only
+    the block input, ``2sbh`` (``/t`` with SP).
+    """
+    s = model.seq_len / cp
+    sb = s * micro_batch
+    h = model.hidden
+    if recompute == "full":
+        return 2.0 * sb * h / (tp if sp else 1)
+    replicated = 10.0 * sb * h
+    split = sb * (4.0 * h + 4.0 * model.kv_dim + (6.0 if model.activation == "swiglu" else 4.0) * model.ffn)
+    scores = 0.0
+    if model.attention == "standard" and recompute == "none":
+        scores = 5.0 * model.heads * s * model.seq_len * micro_batch
+    if sp:
+        return (replicated + split + scores) / tp
+    return replicated + (split + scores) / tp
+
+
+def working_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool) -> float:
+    """Peak extra bytes while one recomputed block runs its backward (full activations of one
+    block, Korthikanti et al. 2022 Sec. 4.2)."""
+    return layer_activation_bytes(model, micro_batch, tp, cp, sp, "none")
+
+
+def in_flight_micro_batches(pp: int, vp: int, num_micro_batches: int) -> float:
+    """Micro-batches whose activations the first stage holds at its peak.
+
+    1F1B: the first stage holds ``pp`` micro-batches (Narayanan et al. 2021 Sec. 2.2.1), never
+    more than exist; the interleaved schedule multiplies the stored activations by
+    ``1 + (p-1)/(p*v)`` (Korthikanti et al. 2022 Sec. 4.2.3).
+    """
+    held = float(min(pp, num_micro_batches))
+    if vp > 1:
+        held *= 1.0 + (pp - 1) / (pp * vp)
+    return held
+
+
+def logits_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:
+    """Last stage: 16-bit logits plus the fp32 copy the cross-entropy keeps, ``6*s*b*V/t``."""
+    return 6.0 * model.seq_len / cp * micro_batch * model.vocab / tp
+
+
+def deepspeed_bucket_bytes(framework: str, zero_stage: int, precision_bytes: int) -> float:
+    """ZeRO gradient-reduction and all-gather buckets (DeepSpeed defaults, 16-bit)."""
+    if framework in ("deepspeed", "megatron-deepspeed") and zero_stage >= 1:
+        return 2.0 * DEEPSPEED_BUCKET_ELEMENTS * precision_bytes
+    return 0.0
+
+
+def offloaded_state_bytes_per_gpu(zero_stage: int, params_on_gpu_shard: float, offload_optimizer: str,
+                                  offload_param: str) -> tuple[float, float]:
+    """(optimizer bytes, parameter bytes) one GPU moves to CPU or NVMe.
+
+    Optimizer: fp32 master, momentum, variance and fp32 gradient, 16 bytes per parameter
+    of the GPU's ZeRO shard; parameters: the 16-bit shard, 2 bytes (DeepSpeed
+    ``estimate_zero3_model_states_mem_needs``: 16 and 18 bytes per parameter on the host).
+    """
+    opt = 16.0 * params_on_gpu_shard if offload_optimizer != "none" else 0.0
+    prm = 2.0 * params_on_gpu_shard if offload_param != "none" else 0.0
+    return opt, prm

@@ -1,0 +1,112 @@
+"""Peak memory of the fullest GPU, host memory and NVMe per node, and whether they fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search._calibration import Calibration
+from search._cluster_spec import ClusterSpec
+from search._memory import (
+    DEEPSPEED_CPU_BUFFER_FACTOR,
+    GiB,
+    deepspeed_bucket_bytes,
+    in_flight_micro_batches,
+    layer_activation_bytes,
+    logits_bytes,
+    model_state_bytes,
+    offloaded_state_bytes_per_gpu,
+    working_layer_bytes,
+)
+from search._model_spec import ModelSpec
+from search._parallel_spec import ParallelConfig, TrainingSpec
+from search._stages import stage_params_per_gpu
+
+NVME_OPTIMIZER_PINNED_BYTES_PER_GPU = 4 * 1e8 * 4
+"""Pinned host buffers of DeepSpeed's optimizer swapper (buffer_count 4 x buffer_size 1e8 fp32)."""
+NVME_PARAM_PINNED_BYTES_PER_GPU = 5 * 1e8 * 2
+"""Pinned host buffers of the parameter swapper (buffer_count 5 x buffer_size 1e8, 16-bit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    """Peak per-GPU bytes with components, host and NVMe bytes per node, and failures."""
+
+    peak_bytes: float
+    breakdown: dict[str, float]
+    cpu_bytes_per_node: float
+    nvme_bytes_per_node: float
+    reasons: tuple[str, ...]
+
+
+def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
+                     held: float, last: bool, cal: Calibration) -> dict[str, float]:
+    c = config
+    states = model_state_bytes(
+        training.framework, c.zero_stage, c.dp * c.cp, params, model.largest_layer_params / c.tp,
+        model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param,
+    )
+    per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute)
+    stored = per_layer * (model.layers // c.pp) * held
+    if c.offload_param != "none" and c.recompute == "full":
+        stored = 0.0  # ZeRO-Infinity keeps the activation checkpoints in host memory
+    working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp) if c.recompute == "full" else 0.0
+    if last:
+        working += logits_bytes(model, c.micro_batch, c.tp, c.cp)
+    frag = cal.memory_fragmentation
+    return {
+        "weights": states.weights_bytes,
+        "gradients": states.gradients_bytes,
+        "optimizer_states": states.optimizer_bytes,
+        "gathered_params": states.gathered_params_bytes,
+        "activations": frag * (stored + working),
+        "comm_buffers": frag * deepspeed_bucket_bytes(training.framework, c.zero_stage, 2),
+        "runtime_overhead": cal.memory_overhead_bytes,
+    }
+
+
+def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+                num_micro_batches: int, cal: Calibration) -> MemoryPlan:
+    """Memory of the first stage (most micro-batches in flight, the embedding) and of the last
+    (LM head, logits); the peak is the fuller of the two."""
+    c = config
+    first_params, last_params = stage_params_per_gpu(model, c)
+    held = in_flight_micro_batches(c.pp, c.vp, num_micro_batches)
+    first = _stage_breakdown(model, c, training, first_params, held, c.pp == 1, cal)
+    last = _stage_breakdown(model, c, training, last_params, 1.0, True, cal) if c.pp > 1 else first
+    breakdown = first if sum(first.values()) >= sum(last.values()) else last
+    peak = sum(breakdown.values())
+
+    node = cluster.node
+    gpn = node.gpus_per_node
+    shard = max(first_params, last_params) / (c.dp * c.cp)
+    opt_bytes, param_bytes = offloaded_state_bytes_per_gpu(c.zero_stage, shard, c.offload_optimizer, c.offload_param)
+    cpu = 0.0
+    nvme = 0.0
+    if c.offload_optimizer == "cpu":
+        cpu += opt_bytes * gpn * DEEPSPEED_CPU_BUFFER_FACTOR
+    elif c.offload_optimizer == "nvme":
+        nvme += opt_bytes * gpn
+        cpu += NVME_OPTIMIZER_PINNED_BYTES_PER_GPU * gpn
+    if c.offload_param == "cpu":
+        cpu += param_bytes * gpn * DEEPSPEED_CPU_BUFFER_FACTOR
+    elif c.offload_param == "nvme":
+        nvme += param_bytes * gpn
+        cpu += NVME_PARAM_PINNED_BYTES_PER_GPU * gpn
+    if c.offload_param != "none" and c.recompute == "full":
+        ckpt = 2.0 * c.micro_batch * model.seq_len / c.cp * model.hidden * (model.layers // c.pp) * held
+        cpu += ckpt * gpn
+
+    reasons: list[str] = []
+    if peak > cluster.gpu.memory_bytes:
+        top = max(breakdown.items(), key=lambda kv: kv[1])
+        reasons.append(
+            f"needs {peak / GiB:.1f} GiB per GPU ({top[0].replace('_', ' ')} {top[1] / GiB:.1f} GiB), "
+            f"the GPU has {cluster.gpu.memory_bytes / GiB:.1f} GiB"
+        )
+    if cpu > node.cpu_memory_bytes:
+        reasons.append(f"offloaded states need {cpu / GiB:.0f} GiB of CPU memory per node, "
+                       f"the node has {node.cpu_memory_bytes / GiB:.0f} GiB")
+    if nvme > node.nvme_bytes:
+        reasons.append(f"offloaded states need {nvme / 1e12:.1f} TB of NVMe per node, "
+                       f"the node has {node.nvme_bytes / 1e12:.1f} TB")
+    return MemoryPlan(peak, breakdown, cpu, nvme, tuple(reasons))

@@ -1,0 +1,63 @@
+"""ZeRO-Offload / ZeRO-Infinity: PCIe, CPU optimizer and NVMe terms.
+
+Ren et al. 2021 (ZeRO-Offload, arXiv:2101.06840) Sec. 4: gradients stream to the host during
+backward, the fp32 Adam step runs on the CPU (all GPUs of a node share its cores), the
+updated 16-bit parameters return over PCIe. Rajbhandari et al. 2021 (ZeRO-Infinity,
+arXiv:2104.07857) Sec. 5-6: parameters are fetched from CPU/NVMe for every forward and
+backward pass and prefetched to overlap compute; optimizer states swap in from NVMe and out
+again around the CPU step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search._calibration import Calibration
+from search._cluster_spec import ClusterSpec
+from search._model_spec import ModelSpec
+from search._parallel_spec import ParallelConfig, TrainingSpec
+from search._stages import stage_params_per_gpu
+
+OPTIMIZER_SWAP_BYTES_PER_PARAM = 16.0
+"""fp32 master weight, momentum, variance and gradient partition swapped per parameter."""
+PARAM_BYTES = 2.0
+"""16-bit parameters fetched by ZeRO-Infinity."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadTerms:
+    """Offload traffic per micro-batch (overlappable with compute) and per step (exposed)."""
+
+    per_micro_batch_s: float
+    per_step_s: float
+
+
+def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+                  cal: Calibration, layers_per_stage: int, stage_micro_batch_s: float,
+                  num_micro_batches: int) -> OffloadTerms:
+    """PCIe, CPU-Adam and NVMe times of the offload policy in ``config``."""
+    if config.offload_optimizer == "none" and config.offload_param == "none":
+        return OffloadTerms(0.0, 0.0)
+    node = cluster.node
+    first, last = stage_params_per_gpu(model, config)
+    shard = max(first, last) / (config.dp * config.cp)
+    node_params = shard * node.gpus_per_node
+    per_mb = 0.0
+    per_step = 0.0
+    if config.offload_optimizer != "none":
+        # 16-bit gradients of the shard go down during each backward; parameters come back once.
+        per_mb += 2.0 * shard / node.pcie_bytes_per_s
+        per_step += node_params / node.cpu_adam_params_per_s
+        per_step += PARAM_BYTES * shard / node.pcie_bytes_per_s
+        if config.offload_optimizer == "nvme":
+            swap = OPTIMIZER_SWAP_BYTES_PER_PARAM * node_params
+            per_step += swap / node.nvme_read_bytes_per_s + swap / node.nvme_write_bytes_per_s
+    if config.offload_param != "none":
+        passes = 3.0 if config.recompute == "full" else 2.0
+        pcie_s = passes * PARAM_BYTES * shard / node.pcie_bytes_per_s
+        if config.offload_param == "nvme":
+            pcie_s = max(pcie_s, passes * PARAM_BYTES * node_params / node.nvme_read_bytes_per_s)
+        # Activation checkpoints go to host memory too (DeepSpeed cpu_checkpointing).
+        ckpt_bytes = 2.0 * config.micro_batch * model.seq_len / config.cp * model.hidden * layers_per_stage
+        per_mb += pcie_s + 2.0 * ckpt_bytes / node.pcie_bytes_per_s
+    return OffloadTerms(per_mb, per_step)

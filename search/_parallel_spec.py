@@ -1,0 +1,152 @@
+"""How a run is parallelised (:class:`ParallelConfig`) and what it trains (:class:`TrainingSpec`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from search._checks import divisors, one_of, positive_int
+from search._errors import SpecError
+
+Offload = Literal["none", "cpu", "nvme"]
+Recompute = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp16", "fp8"]
+Framework = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp"]
+
+OFFLOADS = ("none", "cpu", "nvme")
+RECOMPUTES = ("none", "selective", "full")
+PRECISIONS = ("bf16", "fp16", "fp8")
+FRAMEWORKS = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelConfig:
+    """Parallel degrees and memory policies of one run (torchtitan ``ParallelDims`` style).
+
+    Rank order is Megatron's: tp innermost, then cp, then dp, then pp outermost.
+    """
+
+    dp: int = 1
+    """Data-parallel degree. 1 means disabled."""
+    tp: int = 1
+    """Tensor-parallel degree. 1 means disabled."""
+    pp: int = 1
+    """Pipeline-parallel stages. 1 means disabled."""
+    vp: int = 1
+    """Virtual (interleaved) stages per pipeline rank. 1 means the plain 1F1B schedule."""
+    cp: int = 1
+    """Context-parallel degree (sequence split across ranks for attention). 1 means disabled."""
+    sp: bool = False
+    """Megatron sequence parallelism (needs tp > 1)."""
+    micro_batch: int = 1
+    """Sequences per micro-batch per data-parallel rank."""
+    zero_stage: int = 0
+    """0: none; 1: optimizer states sharded (Megatron distributed optimizer); 2: + gradients;
+    3: + parameters (FSDP FULL_SHARD)."""
+    offload_optimizer: Offload = "none"
+    """ZeRO-Offload / ZeRO-Infinity target of fp32 optimizer states and the optimizer step."""
+    offload_param: Offload = "none"
+    """ZeRO-Infinity target of the 16-bit parameters (ZeRO-3 only)."""
+    recompute: Recompute = "none"
+    """Activation recomputation: none, selective (attention core, Korthikanti et al. 2022), full."""
+
+    def __post_init__(self) -> None:
+        owner = "ParallelConfig"
+        for name in ("dp", "tp", "pp", "vp", "cp", "micro_batch"):
+            positive_int(owner, name, getattr(self, name))
+        if not isinstance(self.sp, bool):
+            raise SpecError(f"{owner}.sp", f"{self.sp!r} is not a boolean", "use true or false")
+        if isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3):
+            raise SpecError(f"{owner}.zero_stage", f"{self.zero_stage!r} is not a ZeRO stage", "use 0, 1, 2 or 3")
+        one_of(owner, "offload_optimizer", self.offload_optimizer, OFFLOADS)
+        one_of(owner, "offload_param", self.offload_param, OFFLOADS)
+        one_of(owner, "recompute", self.recompute, RECOMPUTES)
+        if self.offload_param != "none" and self.zero_stage != 3:
+            raise SpecError(f"{owner}.offload_param", f"{self.offload_param!r} needs ZeRO-3, got zero_stage={self.zero_stage}",
+                            "set zero_stage=3 or offload_param='none' (DeepSpeed partitions parameters only in stage 3)")
+        if self.offload_optimizer == "nvme" and self.zero_stage != 3:
+            raise SpecError(f"{owner}.offload_optimizer", f"'nvme' needs ZeRO-3, got zero_stage={self.zero_stage}",
+                            "set zero_stage=3 (ZeRO-Infinity) or offload_optimizer='cpu'")
+        if self.offload_optimizer != "none" and self.zero_stage == 0:
+            raise SpecError(f"{owner}.offload_optimizer", "optimizer offload needs ZeRO stage 1-3",
+                            "set zero_stage to 1, 2 or 3, or offload_optimizer='none'")
+        if self.sp and self.tp == 1:
+            raise SpecError(f"{owner}.sp", "sequence parallelism needs tp > 1", "set sp=false or tp >= 2")
+        if self.vp > 1 and self.pp == 1:
+            raise SpecError(f"{owner}.vp", f"{self.vp} virtual stages need pipeline parallelism (pp > 1)",
+                            "set vp=1 or pp >= 2")
+
+    @property
+    def model_parallel_size(self) -> int:
+        """GPUs holding one model replica: tp * pp * cp."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def world_size(self) -> int:
+        """dp * tp * pp * cp."""
+        return self.dp * self.model_parallel_size
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingSpec:
+    """What one optimizer step trains and in which precision."""
+
+    global_batch: int
+    """Sequences per optimizer step, over all data-parallel ranks."""
+    precision: Precision = "bf16"
+    """Mixed precision of weights/activations: bf16, fp16, or fp8 GEMMs (Transformer Engine) with bf16 elsewhere."""
+    optimizer: Literal["adam"] = "adam"
+    """Adam(W): fp32 master weights + two fp32 moments (K = 12 bytes/param, Rajbhandari et al. 2020)."""
+    framework: Framework = "megatron"
+    """Runtime whose memory accounting and overlap behaviour apply."""
+
+    def __post_init__(self) -> None:
+        positive_int("TrainingSpec", "global_batch", self.global_batch)
+        one_of("TrainingSpec", "precision", self.precision, PRECISIONS)
+        one_of("TrainingSpec", "optimizer", self.optimizer, ("adam",))
+        one_of("TrainingSpec", "framework", self.framework, FRAMEWORKS)
+
+
+def _hint(n: int) -> str:
+    return ", ".join(str(d) for d in divisors(n)[:12])
+
+
+def check_compatible(model: object, world_size: int, config: ParallelConfig, training: TrainingSpec) -> None:
+    """Raise :class:`SpecError` unless model, cluster size, config and batch fit together.
+
+    Rules from Megatron-LM ``validate_args`` and DeepSpeed's batch rule
+    (train_batch = micro_batch * grad_accum * dp).
+    """
+    from search._model_spec import ModelSpec
+
+    if not isinstance(model, ModelSpec):
+        raise SpecError("model", f"{type(model).__name__} is not a ModelSpec", "pass a ModelSpec or a preset name")
+    c = config
+    if c.world_size != world_size:
+        raise SpecError(
+            "ParallelConfig",
+            f"dp*tp*pp*cp = {c.dp}*{c.tp}*{c.pp}*{c.cp} = {c.world_size} but the cluster has {world_size} GPUs",
+            f"choose degrees whose product is {world_size} (e.g. dp={max(1, world_size // c.model_parallel_size)})",
+        )
+    if model.heads % c.tp:
+        raise SpecError("ParallelConfig.tp", f"{c.tp} does not divide heads={model.heads}",
+                        f"use a tp that divides {model.heads} ({_hint(model.heads)})")
+    kv = int(model.kv_heads or model.heads)
+    if kv % c.tp:
+        raise SpecError("ParallelConfig.tp", f"{c.tp} does not divide kv_heads={kv}",
+                        f"use a tp that divides {kv} ({_hint(kv)})")
+    if model.layers % c.pp:
+        raise SpecError("ParallelConfig.pp", f"{c.pp} does not divide layers={model.layers}",
+                        f"use a pp that divides {model.layers} ({_hint(model.layers)})")
+    if model.layers % (c.pp * c.vp):
+        raise SpecError("ParallelConfig.vp", f"pp*vp = {c.pp * c.vp} does not divide layers={model.layers}",
+                        f"use a vp that divides {model.layers // c.pp}")
+    if model.seq_len % c.cp:
+        raise SpecError("ParallelConfig.cp", f"{c.cp} does not divide seq_len={model.seq_len}",
+                        "use a cp that divides the sequence length")
+    if training.global_batch % (c.dp * c.micro_batch):
+        raise SpecError(
+            "TrainingSpec.global_batch",
+            f"{training.global_batch} is not divisible by dp*micro_batch = {c.dp}*{c.micro_batch}",
+            f"use a global batch that is a multiple of {c.dp * c.micro_batch}",
+        )

@@ -1,0 +1,134 @@
+"""``predict``: one configuration's step time, memory and feasibility, as a sum of named terms.
+
+Iteration time (Calculon-style readable sum, Isaev et al. 2023):
+
+    compute + recompute + tp_comm + cp_comm + pipeline_bubble + pp_p2p
+    + zero3_comm + dp_comm + optimizer + offload
+
+Each term is the part on the critical path (exposed), in seconds.
+"""
+
+from __future__ import annotations
+
+from search._calibration import Calibration, default_calibration
+from search._cluster_spec import ClusterSpec
+from search._comm_terms import (
+    StepComm,
+    cp_comm_per_layer_s,
+    pp_p2p_per_micro_batch_s,
+    step_comm_s,
+    tp_comm_per_layer_s,
+)
+from search._compute_time import layer_times, lm_head_time_s, make_kernels, optimizer_step_time_s
+from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
+from search._memory_plan import plan_memory
+from search._model_spec import ModelSpec
+from search._offload import offload_terms
+from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
+from search._prediction import Prediction
+
+
+def overlapped_s(compute_s: float, traffic_s: float, overlap: float) -> float:
+    """Time of two overlapping streams: ``max(c, m) + (1 - overlap) * min(c, m)``.
+
+    ``overlap`` = 1 is perfect overlap (max), 0 none (sum); ZeRO-3 prefetching and the
+    offload engines are in between (Rajbhandari et al. 2021, ZeRO-Infinity Sec. 6.2).
+    """
+    return max(compute_s, traffic_s) + (1.0 - overlap) * min(compute_s, traffic_s)
+
+
+def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+            calibration: Calibration | None = None) -> Prediction:
+    """Predict one optimizer step of ``model`` trained with ``config`` on ``cluster``.
+
+    Raises :class:`search.SpecError` when the pieces do not fit together (world size,
+    divisibility, batch); returns an infeasible :class:`Prediction` (with reasons) when they
+    fit together but the memory does not.
+    """
+    cal = calibration or default_calibration()
+    check_compatible(model, cluster.world_size, config, training)
+    c = config
+    gpu = cluster.gpu
+    peak = gpu.peak_flop_per_s("fp16" if training.precision == "fp16" else "bf16")
+    kernels = make_kernels(peak, gpu.matmul_efficiency, gpu.hbm_bytes_per_s, cal, training.precision == "fp8")
+    m = training.global_batch // (c.dp * c.micro_batch)
+    tokens = c.micro_batch * model.seq_len / c.cp
+    layers_per_stage = model.layers // c.pp
+
+    # Per micro-batch, per layer.
+    lt = layer_times(model, tokens, model.seq_len, c.tp, c.sp, kernels)
+    tp_fwd_s = tp_comm_per_layer_s(model, tokens, cluster, c, cal)
+    cp_fwd_s, cp_bwd_s = cp_comm_per_layer_s(model, tokens, cluster, c, cal, lt)
+    recompute_layer_s = 0.0
+    if c.recompute == "full":
+        recompute_layer_s = lt.forward_s + tp_fwd_s + cp_fwd_s
+    elif c.recompute == "selective" and model.attention == "standard":
+        recompute_layer_s = lt.attention_s
+    head_fwd_s, head_bwd_s = lm_head_time_s(model, tokens, c.tp, kernels)
+
+    compute_mb_s = layers_per_stage * (lt.forward_s + lt.backward_s)
+    tp_mb_s = layers_per_stage * 3.0 * tp_fwd_s  # forward + backward (2x) all-reduces
+    cp_mb_s = layers_per_stage * (cp_fwd_s + cp_bwd_s)
+    recompute_mb_s = layers_per_stage * recompute_layer_s
+    head_mb_s = head_fwd_s + head_bwd_s
+    overhead_mb_s = cal.microbatch_overhead_s
+    body_mb_s = compute_mb_s + tp_mb_s + cp_mb_s + recompute_mb_s + overhead_mb_s
+    last_stage_mb_s = body_mb_s + head_mb_s  # the LM head sits on the last stage
+    stage_avg_mb_s = body_mb_s + head_mb_s / c.pp
+
+    comm = step_comm_s(model, cluster, c, training, cal)
+    # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute.
+    mb_with_traffic_s = overlapped_s(last_stage_mb_s, comm.per_micro_batch_s, cal.zero3_overlap)
+    off = offload_terms(model, cluster, c, training, cal, layers_per_stage, last_stage_mb_s, m)
+    mb_total_s = overlapped_s(mb_with_traffic_s, off.per_micro_batch_s, cal.zero3_overlap)
+
+    p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)
+    bubble_s = (c.pp - 1) / c.vp * (stage_avg_mb_s + p2p_s) if c.pp > 1 else 0.0
+    backward_last_s = layers_per_stage * lt.backward_s
+    dp_exposed_s = max(0.0, comm.per_step_s - cal.dp_overlap * backward_last_s)
+    params_shard = comm.params_per_gpu_shard
+    optimizer_s = 0.0 if c.offload_optimizer != "none" else optimizer_step_time_s(params_shard, kernels)
+
+    # Scale the micro-batch terms so the breakdown adds up to m * mb_total_s.
+    scale = m
+    breakdown = {
+        "compute": scale * (compute_mb_s + head_mb_s + overhead_mb_s),
+        "recompute": scale * recompute_mb_s,
+        "tp_comm": scale * tp_mb_s,
+        "cp_comm": scale * cp_mb_s,
+        "zero3_comm": scale * (mb_with_traffic_s - last_stage_mb_s),
+        "offload_transfer": scale * (mb_total_s - mb_with_traffic_s),
+        "pipeline_bubble": bubble_s,
+        "pp_p2p": scale * p2p_s,
+        "dp_comm": dp_exposed_s,
+        "optimizer": optimizer_s + off.per_step_s,
+    }
+    iteration_s = sum(breakdown.values())
+
+    mem = plan_memory(model, cluster, c, training, m, cal)
+    model_flop = model_flop_per_iteration(model, training.global_batch)
+    hw_flop = hardware_flop_per_iteration(model, training.global_batch, c.recompute)
+    world = cluster.world_size
+    peak_for_mfu = gpu.peak_flop_per_s("fp8") if training.precision == "fp8" else peak
+    return Prediction(
+        iteration_time_s=iteration_s,
+        time_breakdown_s=breakdown,
+        tokens_per_s=training.global_batch * model.seq_len / iteration_s,
+        model_flop_per_iteration=model_flop,
+        hardware_flop_per_iteration=hw_flop,
+        model_tflop_per_s_per_gpu=model_flop / iteration_s / world / 1e12,
+        mfu=model_flop / iteration_s / world / peak_for_mfu,
+        hfu=hw_flop / iteration_s / world / peak_for_mfu,
+        peak_memory_bytes_per_gpu=mem.peak_bytes,
+        memory_breakdown_bytes=mem.breakdown,
+        gpu_memory_bytes=gpu.memory_bytes,
+        cpu_memory_bytes_per_node=mem.cpu_bytes_per_node,
+        nvme_bytes_per_node=mem.nvme_bytes_per_node,
+        num_micro_batches=m,
+        feasible=not mem.reasons,
+        reasons=mem.reasons,
+        warnings=comm.warnings,
+    )
+
+
+__all__ = ["StepComm", "overlapped_s", "predict"]

@@ -1,0 +1,80 @@
+"""What a prediction returns: time, throughput, memory, feasibility, and why."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+GiB = 2**30
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """One configuration's predicted step.
+
+    ``time_breakdown_s`` holds the exposed seconds of each named term; they add up to
+    ``iteration_time_s``. ``memory_breakdown_bytes`` holds the peak GPU's components;
+    they add up to ``peak_memory_bytes_per_gpu``.
+    """
+
+    iteration_time_s: float
+    time_breakdown_s: dict[str, float]
+    tokens_per_s: float
+    model_flop_per_iteration: float
+    hardware_flop_per_iteration: float
+    model_tflop_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    peak_memory_bytes_per_gpu: float
+    memory_breakdown_bytes: dict[str, float]
+    gpu_memory_bytes: float
+    cpu_memory_bytes_per_node: float
+    nvme_bytes_per_node: float
+    num_micro_batches: int
+    feasible: bool
+    reasons: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def bottleneck(self) -> str:
+        """The largest term of the time breakdown."""
+        return max(self.time_breakdown_s.items(), key=lambda kv: kv[1])[0]
+
+    @property
+    def memory_headroom_bytes(self) -> float:
+        """GPU memory left at the peak (negative when it does not fit)."""
+        return self.gpu_memory_bytes - self.peak_memory_bytes_per_gpu
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict, with the derived ``bottleneck`` and ``memory_headroom_bytes``."""
+        out = asdict(self)
+        out["reasons"] = list(self.reasons)
+        out["warnings"] = list(self.warnings)
+        out["bottleneck"] = self.bottleneck
+        out["memory_headroom_bytes"] = self.memory_headroom_bytes
+        return out
+
+    def explain(self) -> str:
+        """A readable multi-line breakdown for people."""
+        lines = [
+            f"iteration time   {self.iteration_time_s:10.3f} s   ({self.num_micro_batches} micro-batches)",
+            f"throughput       {self.tokens_per_s:10.0f} tokens/s",
+            f"model TFLOP/s    {self.model_tflop_per_s_per_gpu:10.1f} per GPU   MFU {self.mfu:.1%}   HFU {self.hfu:.1%}",
+            "time breakdown (exposed seconds):",
+        ]
+        total = self.iteration_time_s or 1.0
+        for name, value in sorted(self.time_breakdown_s.items(), key=lambda kv: -kv[1]):
+            if value > 0:
+                lines.append(f"  {name:<22} {value:10.3f} s  {value / total:6.1%}")
+        lines.append(f"peak GPU memory  {self.peak_memory_bytes_per_gpu / GiB:10.1f} GiB of "
+                     f"{self.gpu_memory_bytes / GiB:.1f} GiB")
+        for name, value in sorted(self.memory_breakdown_bytes.items(), key=lambda kv: -kv[1]):
+            if value > 0:
+                lines.append(f"  {name:<22} {value / GiB:10.2f} GiB")
+        if self.cpu_memory_bytes_per_node:
+            lines.append(f"CPU memory/node  {self.cpu_memory_bytes_per_node / GiB:10.1f} GiB")
+        if self.nvme_bytes_per_node:
+            lines.append(f"NVMe/node        {self.nvme_bytes_per_node / 1e12:10.2f} TB")
+        lines.append("feasible" if self.feasible else "NOT feasible: " + "; ".join(self.reasons))
+        lines.extend(f"warning: {w}" for w in self.warnings)
+        return "\n".join(lines)
