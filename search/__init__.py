@@ -7,6 +7,7 @@ from search._calibration import Calibration, default_calibration
 from search._cluster_presets import CLUSTER_PRESETS, cluster_preset, gpu_preset, node_preset
 from search._cluster_spec import ClusterSpec, GPUSpec, NodeSpec
 from search._errors import AutoparError, SpecError, UnknownPresetError
+from search._model_presets import MODEL_PRESET_PARAMS, MODEL_PRESETS, model_preset
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
 from search._predict import predict
@@ -14,6 +15,8 @@ from search._prediction import Prediction
 
 __all__ = [
     "CLUSTER_PRESETS",
+    "MODEL_PRESETS",
+    "MODEL_PRESET_PARAMS",
     "AutoparError",
     "Calibration",
     "ClusterSpec",
@@ -29,6 +32,7 @@ __all__ = [
     "cluster_preset",
     "default_calibration",
     "gpu_preset",
+    "model_preset",
     "node_preset",
     "predict",
 ]

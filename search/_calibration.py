@@ -23,21 +23,27 @@ class Calibration:
     hbm_efficiency: float = 0.7
     """Achieved fraction of datasheet HBM bandwidth in memory-bound kernels (LayerNorm,
     activations, softmax, cross-entropy, optimizer). Bandwidth tests reach ~0.8-0.9."""
-    attention_efficiency: float = 0.55
-    """Achieved fraction of dense peak of FlashAttention on the FLOPs it executes (causal:
-    half of the full count). Dao 2023 (FlashAttention-2) reports 50-73 % on A100."""
+    attention_efficiency: float = 0.8
+    """Share of the GPU's best FlashAttention throughput (:attr:`GPUSpec.attention_efficiency`)
+    reached by causal training shapes (FLOPs counted as executed: half the full count)."""
     gemm_overhead_s: float = 10e-6
     """Fixed time per GEMM kernel (launch, tail wave): makes small GEMMs less efficient."""
-    nvlink_efficiency: float = 0.8
-    """Achieved fraction of per-GPU unidirectional NVLink bandwidth as NCCL bus bandwidth."""
-    network_efficiency: float = 0.8
-    """Achieved fraction of per-GPU NIC bandwidth as NCCL bus bandwidth across nodes."""
+    nvlink_efficiency: float = 0.78
+    """Measured, not fitted: NCCL all-reduce bus bandwidth over per-GPU unidirectional NVLink
+    bandwidth; 232-235 of 300 GB/s on DGX A100 (nccl-tests #175; NCCL tuning.cc caps A100 at 235)."""
+    network_efficiency: float = 0.96
+    """Measured, not fitted: NCCL bus bandwidth per NIC over its line rate; 192 GB/s with 8x HDR
+    200 Gb/s on DGX A100 (NVIDIA/nccl #812), 46-48 of 50 GB/s per NDR NIC (nccl-tests #290)."""
     collective_latency_s: float = 20e-6
-    """Latency (alpha) of one collective call."""
+    """Latency (alpha) of one collective call: NCCL ring base latency plus per-hop latencies
+    (NCCL tuning.cc) and launch, 10-35 us measured for small all-reduces on 8 A100s (nccl-tests #123)."""
     zero3_efficiency: float = 0.6
-    """Achieved fraction of bus bandwidth by ZeRO-3 / FSDP parameter all-gathers and gradient
-    reduce-scatters, which run as many per-layer collectives over the whole data-parallel
-    group while compute kernels compete for SMs and memory."""
+    """Achieved fraction of bus bandwidth by FSDP-style sharded parameter all-gathers and
+    gradient reduce-scatters (one flat buffer per transformer block; PyTorch FSDP, Megatron-FSDP),
+    which run while compute kernels compete for SMs and memory."""
+    deepspeed_zero3_efficiency: float = 0.3
+    """The same for DeepSpeed ZeRO-3, which gathers parameters module by module (many smaller
+    collectives with prefetch buckets) and partitions gradients with per-parameter hooks."""
     zero3_overlap: float = 0.7
     """Fraction of the shorter of (compute, ZeRO-3 traffic) of a micro-batch hidden by the
     longer one: t = max(c, m) + (1 - overlap) * min(c, m)."""

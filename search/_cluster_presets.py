@@ -18,13 +18,18 @@ TiB = 2**40
 # compute/accelerator/README.md "Maximum Achievable Matmul FLOPS comparison table":
 # A100 SXM 271.2/312 = 0.869, H100 SXM 794.5/989 = 0.803 ("H200 is the same").
 # V100: ~97 TFLOP/s fp16 at 8192^3 of 125 (community measurement; unverified).
+# FlashAttention-2 best fraction of peak (Dao 2023, arXiv:2307.08691 Sec. 4.1): A100 230/312 = 0.73,
+# H100 335/989 = 0.34 (no Hopper-specific instructions); V100 is not supported by FlashAttention
+# (0.5 is a placeholder that only applies if a model on V100 says attention="flash").
 GPUS: dict[str, GPUSpec] = {
-    "v100-sxm3-32gb": GPUSpec("v100-sxm3-32gb", 32 * GiB, 900e9, 125e12, None, None, 15.7e12, None, 0.78),
-    "v100-32gb": GPUSpec("v100-32gb", 32 * GiB, 900e9, 125e12, None, None, 15.7e12, None, 0.78),
-    "a100-sxm4-40gb": GPUSpec("a100-sxm4-40gb", 40 * GiB, 1555e9, 312e12, 312e12, 156e12, 19.5e12, None, 0.869),
-    "a100-sxm4-80gb": GPUSpec("a100-sxm4-80gb", 80 * GiB, 2039e9, 312e12, 312e12, 156e12, 19.5e12, None, 0.869),
-    "h100-sxm5-80gb": GPUSpec("h100-sxm5-80gb", 80 * GiB, 3350e9, 989.4e12, 989.4e12, 494.7e12, 66.9e12, 1978.9e12, 0.803),
-    "h200-sxm-141gb": GPUSpec("h200-sxm-141gb", 141 * GiB, 4800e9, 989e12, 989e12, 494.7e12, 66.9e12, 1979e12, 0.803),
+    "v100-sxm3-32gb": GPUSpec("v100-sxm3-32gb", 32 * GiB, 900e9, 125e12, None, None, 15.7e12, None, 0.78, 0.5),
+    "v100-32gb": GPUSpec("v100-32gb", 32 * GiB, 900e9, 125e12, None, None, 15.7e12, None, 0.78, 0.5),
+    "a100-sxm4-40gb": GPUSpec("a100-sxm4-40gb", 40 * GiB, 1555e9, 312e12, 312e12, 156e12, 19.5e12, None, 0.869, 0.73),
+    "a100-sxm4-80gb": GPUSpec("a100-sxm4-80gb", 80 * GiB, 2039e9, 312e12, 312e12, 156e12, 19.5e12, None, 0.869, 0.73),
+    "h100-sxm5-80gb": GPUSpec("h100-sxm5-80gb", 80 * GiB, 3350e9, 989.4e12, 989.4e12, 494.7e12, 66.9e12,
+                              1978.9e12, 0.803, 0.34),
+    "h200-sxm-141gb": GPUSpec("h200-sxm-141gb", 141 * GiB, 4800e9, 989e12, 989e12, 494.7e12, 66.9e12,
+                              1979e12, 0.803, 0.34),
 }
 
 # Node facts. intra_node: NVLink per GPU per direction (half the bidirectional datasheet figure).

@@ -101,6 +101,9 @@ class StepComm:
 
     per_micro_batch_s: float
     per_step_s: float
+    """Gradient reduction after the last micro-batch (overlappable with its backward)."""
+    per_step_gather_s: float
+    """Parameter all-gather after the optimizer step (overlappable with the next forward)."""
     params_per_gpu_shard: float
     """Parameters of this GPU's ZeRO shard of the largest stage (what its optimizer updates)."""
     warnings: tuple[str, ...]
@@ -124,28 +127,34 @@ def step_comm_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     if config.tp > cluster.node.gpus_per_node:
         warnings.append(f"tp={config.tp} spans nodes: tensor-parallel all-reduces run over the network")
     if group == 1:
-        return StepComm(0.0, 0.0, shard, tuple(warnings))
+        return StepComm(0.0, 0.0, 0.0, shard, tuple(warnings))
     link = group_link(cluster, group, config.tp, cal)
     grad_bytes = params * grad_reduce_bytes_per_param(training)
     param_bytes = params * ACT_BYTES
-    z3_link = Link(link.bus_bytes_per_s * cal.zero3_efficiency, link.latency_s, link.inter_node)
+    deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
+    z3_eff = cal.deepspeed_zero3_efficiency if deepspeed else cal.zero3_efficiency
+    z3_link = Link(link.bus_bytes_per_s * z3_eff, link.latency_s, link.inter_node)
     stage = config.zero_stage
     sharded_runtime = training.framework in ("deepspeed", "fsdp", "megatron-deepspeed")
     per_mb = 0.0
     per_step = 0.0
+    gather = 0.0
     if stage == 0:
         per_step = all_reduce_time_s(grad_bytes, group, link)
     elif stage == 1:
-        per_step = reduce_scatter_time_s(grad_bytes, group, link) + all_gather_time_s(param_bytes, group, link)
+        per_step = reduce_scatter_time_s(grad_bytes, group, link)
+        gather = all_gather_time_s(param_bytes, group, link)
     elif stage == 2:
         if sharded_runtime:
             per_mb = reduce_scatter_time_s(grad_bytes, group, z3_link)
             if training.framework == "fsdp":
                 per_mb += all_gather_time_s(param_bytes, group, z3_link)
             else:
-                per_step = all_gather_time_s(param_bytes, group, link)
+                gather = all_gather_time_s(param_bytes, group, link)
         else:
-            per_step = reduce_scatter_time_s(grad_bytes, group, link) + all_gather_time_s(param_bytes, group, link)
+            per_step = reduce_scatter_time_s(grad_bytes, group, link)
+            gather = all_gather_time_s(param_bytes, group, link)
     else:
-        per_mb = 2.0 * all_gather_time_s(param_bytes, group, z3_link) + reduce_scatter_time_s(grad_bytes, group, z3_link)
-    return StepComm(per_mb, per_step, shard, tuple(warnings))
+        per_mb = 2.0 * all_gather_time_s(param_bytes, group, z3_link)
+        per_mb += reduce_scatter_time_s(grad_bytes, group, z3_link)
+    return StepComm(per_mb, per_step, gather, shard, tuple(warnings))

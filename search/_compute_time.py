@@ -50,21 +50,43 @@ class Kernels:
     gemm_overhead_s: float
 
 
-def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, hbm_bytes_per_s: float,
-                 cal: Calibration, fp8: bool) -> Kernels:
-    """Combine datasheet peaks with the achievable fractions (measured or fitted)."""
+def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_efficiency: float,
+                 hbm_bytes_per_s: float, cal: Calibration, fp8: bool) -> Kernels:
+    """Combine datasheet peaks with the achievable fractions (measured, or fitted globally).
+
+    FlashAttention runs at the GPU's best attention fraction times the fitted share of it
+    reached by causal training shapes (:attr:`Calibration.attention_efficiency`).
+    """
     matmul = peak_flop_per_s * matmul_efficiency * (cal.fp8_gemm_speedup if fp8 else 1.0)
     return Kernels(
         matmul_flop_per_s=matmul,
-        attention_flop_per_s=peak_flop_per_s * cal.attention_efficiency,
+        attention_flop_per_s=peak_flop_per_s * attention_efficiency * cal.attention_efficiency,
         hbm_bytes_per_s=hbm_bytes_per_s * cal.hbm_efficiency,
         gemm_overhead_s=cal.gemm_overhead_s,
     )
 
 
+TILE_M = 128
+TILE_N = 128
+TILE_K = 64
+"""cuBLAS tensor-core tile sizes for 16-bit GEMMs: output tiles of 128 x 128 and a K step of
+64. Dimensions that are not multiples of them waste the remainder of the last tile (NVIDIA
+Deep Learning Performance Guide, 'Matrix Multiplication Background': tile quantization)."""
+
+
+def tile_efficiency(m: float, n: float, k: float) -> float:
+    """Fraction of the launched tile work that is useful: ``x / ceil(x / tile) / tile`` per dim."""
+    eff = 1.0
+    for dim, tile in ((m, TILE_M), (n, TILE_N), (k, TILE_K)):
+        tiles = -(-dim // tile)
+        eff *= dim / (tiles * tile)
+    return eff
+
+
 def gemm_time_s(m: float, n: float, k: float, kernels: Kernels) -> float:
-    """One (m x k) @ (k x n) GEMM in 16-bit: roofline of 2mnk FLOPs and 2(mk + kn + mn) bytes."""
-    flop = 2.0 * m * n * k
+    """One (m x k) @ (k x n) GEMM in 16-bit: roofline of 2mnk FLOPs (tile-quantised) and
+    2(mk + kn + mn) bytes, plus a fixed kernel overhead."""
+    flop = 2.0 * m * n * k / tile_efficiency(m, n, k)
     traffic = ACT_BYTES * (m * k + k * n + m * n)
     return max(flop / kernels.matmul_flop_per_s, traffic / kernels.hbm_bytes_per_s) + kernels.gemm_overhead_s
 

@@ -89,19 +89,21 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int,
     parallelism; ``sbh(10 + 24/t + 5as/(ht))`` with TP; all divided by t with SP; the
     ``5as/h`` score term dropped by selective recomputation or FlashAttention. The 24 of a
     GPT block is generalised to GQA (K, V of width kv_dim) and to SwiGLU (three f-wide
-    tensors): split = 4h + 4*kv_dim + (4 or 6)*f per token. Full recomputation keeps only
-    the block input, ``2sbh`` (``/t`` with SP).
+    tensors): split = 4h + 4*kv_dim + (4 or 6)*f per token. Without dropout the two 1-byte
+    hidden masks (2sbh) and the score mask (as^2b) are not stored. Full recomputation keeps
+    only the block input, ``2sbh`` (``/t`` with SP).
     """
     s = model.seq_len / cp
     sb = s * micro_batch
     h = model.hidden
     if recompute == "full":
         return 2.0 * sb * h / (tp if sp else 1)
-    replicated = 10.0 * sb * h
+    masks = 1.0 if model.dropout else 0.0
+    replicated = (8.0 + 2.0 * masks) * sb * h
     split = sb * (4.0 * h + 4.0 * model.kv_dim + (6.0 if model.activation == "swiglu" else 4.0) * model.ffn)
     scores = 0.0
     if model.attention == "standard" and recompute == "none":
-        scores = 5.0 * model.heads * s * model.seq_len * micro_batch
+        scores = (4.0 + masks) * model.heads * s * model.seq_len * micro_batch
     if sp:
         return (replicated + split + scores) / tp
     return replicated + (split + scores) / tp

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from search._checks import one_of, positive_int
@@ -49,6 +49,12 @@ class ModelSpec:
     """Normalisation layer; RMSNorm has no bias."""
     attention: Attention = "flash"
     """``flash`` (FlashAttention: no s*s matrices stored) or ``standard`` (materialised scores)."""
+    dropout: bool = False
+    """Attention/hidden dropout on: 1-byte masks are stored for backward (Korthikanti et al.
+    2022 assume it; Llama, MPT and BLOOM train without dropout)."""
+    # Derived once in __post_init__ (the cost model reads them on every prediction).
+    _kv_dim: int = field(init=False, repr=False, compare=False, default=0)
+    _params_per_layer: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
         owner = "ModelSpec"
@@ -75,6 +81,11 @@ class ModelSpec:
                 f"{kv} does not divide heads={self.heads}",
                 "grouped-query attention needs heads to be a multiple of kv_heads",
             )
+        object.__setattr__(self, "_kv_dim", kv * (self.hidden // self.heads))
+        object.__setattr__(
+            self, "_params_per_layer",
+            self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.norm_params,
+        )
 
     @property
     def head_dim(self) -> int:
@@ -84,7 +95,7 @@ class ModelSpec:
     @property
     def kv_dim(self) -> int:
         """Width of the K (and of the V) projection: kv_heads * head_dim."""
-        return int(self.kv_heads or self.heads) * self.head_dim
+        return self._kv_dim or int(self.kv_heads or self.heads) * self.head_dim
 
     @property
     def mlp_matrices(self) -> int:
@@ -115,7 +126,7 @@ class ModelSpec:
     @property
     def params_per_layer(self) -> int:
         """One transformer block: attention + MLP + two norms."""
-        return self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.norm_params
+        return self._params_per_layer
 
     @property
     def embedding_params(self) -> int:

@@ -56,14 +56,16 @@ class ParallelConfig:
             positive_int(owner, name, getattr(self, name))
         if not isinstance(self.sp, bool):
             raise SpecError(f"{owner}.sp", f"{self.sp!r} is not a boolean", "use true or false")
-        if isinstance(self.zero_stage, bool) or self.zero_stage not in (0, 1, 2, 3):
+        if type(self.zero_stage) is not int or self.zero_stage not in (0, 1, 2, 3):
             raise SpecError(f"{owner}.zero_stage", f"{self.zero_stage!r} is not a ZeRO stage", "use 0, 1, 2 or 3")
         one_of(owner, "offload_optimizer", self.offload_optimizer, OFFLOADS)
         one_of(owner, "offload_param", self.offload_param, OFFLOADS)
         one_of(owner, "recompute", self.recompute, RECOMPUTES)
         if self.offload_param != "none" and self.zero_stage != 3:
-            raise SpecError(f"{owner}.offload_param", f"{self.offload_param!r} needs ZeRO-3, got zero_stage={self.zero_stage}",
-                            "set zero_stage=3 or offload_param='none' (DeepSpeed partitions parameters only in stage 3)")
+            raise SpecError(
+                f"{owner}.offload_param", f"{self.offload_param!r} needs ZeRO-3, got zero_stage={self.zero_stage}",
+                "set zero_stage=3 or offload_param='none' (DeepSpeed partitions parameters only in stage 3)",
+            )
         if self.offload_optimizer == "nvme" and self.zero_stage != 3:
             raise SpecError(f"{owner}.offload_optimizer", f"'nvme' needs ZeRO-3, got zero_stage={self.zero_stage}",
                             "set zero_stage=3 (ZeRO-Infinity) or offload_optimizer='cpu'")

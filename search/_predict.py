@@ -50,7 +50,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     c = config
     gpu = cluster.gpu
     peak = gpu.peak_flop_per_s("fp16" if training.precision == "fp16" else "bf16")
-    kernels = make_kernels(peak, gpu.matmul_efficiency, gpu.hbm_bytes_per_s, cal, training.precision == "fp8")
+    kernels = make_kernels(peak, gpu.matmul_efficiency, gpu.attention_efficiency, gpu.hbm_bytes_per_s, cal,
+                           training.precision == "fp8")
     m = training.global_batch // (c.dp * c.micro_batch)
     tokens = c.micro_batch * model.seq_len / c.cp
     layers_per_stage = model.layers // c.pp
@@ -85,7 +86,11 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)
     bubble_s = (c.pp - 1) / c.vp * (stage_avg_mb_s + p2p_s) if c.pp > 1 else 0.0
     backward_last_s = layers_per_stage * lt.backward_s
-    dp_exposed_s = max(0.0, comm.per_step_s - cal.dp_overlap * backward_last_s)
+    # Bucketed overlap (Megatron --overlap-grad-reduce / --overlap-param-gather, DeepSpeed
+    # overlap_comm): the reduction hides behind the last backward, the gather behind the next forward.
+    forward_first_s = layers_per_stage * lt.forward_s
+    dp_exposed_s = max(0.0, comm.per_step_s - cal.dp_overlap * backward_last_s) + max(
+        0.0, comm.per_step_gather_s - cal.dp_overlap * forward_first_s)
     params_shard = comm.params_per_gpu_shard
     optimizer_s = 0.0 if c.offload_optimizer != "none" else optimizer_step_time_s(params_shard, kernels)
 

@@ -59,7 +59,8 @@ class Prediction:
         lines = [
             f"iteration time   {self.iteration_time_s:10.3f} s   ({self.num_micro_batches} micro-batches)",
             f"throughput       {self.tokens_per_s:10.0f} tokens/s",
-            f"model TFLOP/s    {self.model_tflop_per_s_per_gpu:10.1f} per GPU   MFU {self.mfu:.1%}   HFU {self.hfu:.1%}",
+            f"model TFLOP/s    {self.model_tflop_per_s_per_gpu:10.1f} per GPU   "
+            f"MFU {self.mfu:.1%}   HFU {self.hfu:.1%}",
             "time breakdown (exposed seconds):",
         ]
         total = self.iteration_time_s or 1.0

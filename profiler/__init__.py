@@ -1,0 +1,1 @@
+"""Microbenchmarks that write a hardware profile; arrives in a later issue."""

@@ -1,0 +1,172 @@
+"""The ``autopar`` command line.
+
+    autopar predict --model gpt3-175b --cluster dgx-a100-80gb --nodes 128 --tp 8 --pp 16 \\
+        --micro-batch 1 --global-batch 1536 --recompute full --precision fp16
+    autopar presets [--json]
+
+Errors that are the user's (an invalid spec, an unknown preset, an unreadable spec file) print
+``autopar: error: <message>`` on stderr and return 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from search import (
+    CLUSTER_PRESETS,
+    AutoparError,
+    ClusterSpec,
+    ModelSpec,
+    ParallelConfig,
+    SpecError,
+    TrainingSpec,
+    cluster_preset,
+    predict,
+)
+from search._model_presets import MODEL_PRESETS
+from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
+from service._spec_files import load_cluster, load_model
+
+PROG = "autopar"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``autopar`` argument parser with its subcommands."""
+    parser = argparse.ArgumentParser(prog=PROG, description="Predict and search parallel training configurations.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("predict", help="predict one configuration's step time and memory",
+                       description="Predict one configuration's iteration time, throughput and peak memory.")
+    p.add_argument("--model", required=True, metavar="NAME|FILE.json", help="model preset or ModelSpec JSON file")
+    p.add_argument("--cluster", required=True, metavar="NAME|FILE.json",
+                   help='cluster preset or JSON file {"gpu": {...}, "node": {...}, "num_nodes": N}')
+    p.add_argument("--nodes", type=int, metavar="N", help="number of nodes (default: 1, or the file's num_nodes)")
+    p.add_argument("--dp", type=int, metavar="N", help="data-parallel degree (default: world / (tp*pp*cp))")
+    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel degree (default: 1)")
+    p.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline stages (default: 1)")
+    p.add_argument("--vp", type=int, default=1, metavar="N", help="virtual stages per pipeline rank (default: 1)")
+    p.add_argument("--cp", type=int, default=1, metavar="N", help="context-parallel degree (default: 1)")
+    p.add_argument("--sp", action="store_true", help="Megatron sequence parallelism (needs tp > 1)")
+    p.add_argument("--micro-batch", type=int, default=1, metavar="N", help="sequences per micro-batch (default: 1)")
+    p.add_argument("--zero-stage", type=int, default=0, choices=(0, 1, 2, 3), help="ZeRO stage (default: 0)")
+    p.add_argument("--offload-optimizer", default="none", choices=OFFLOADS, help="optimizer offload (default: none)")
+    p.add_argument("--offload-param", default="none", choices=OFFLOADS,
+                   help="parameter offload, ZeRO-3 only (default: none)")
+    p.add_argument("--recompute", default="none", choices=RECOMPUTES, help="activation recomputation (default: none)")
+    p.add_argument("--global-batch", type=int, required=True, metavar="N", help="sequences per optimizer step")
+    p.add_argument("--precision", default="bf16", choices=PRECISIONS, help="mixed precision (default: bf16)")
+    p.add_argument("--framework", default="megatron", choices=FRAMEWORKS, help="training runtime (default: megatron)")
+    p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    p.set_defaults(handler=_predict)
+
+    s = sub.add_parser("presets", help="list the model and cluster presets",
+                       description="List the model and cluster presets.")
+    s.add_argument("--json", action="store_true", help="print the presets' full specs as JSON")
+    s.set_defaults(handler=_presets)
+    return parser
+
+
+def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig:
+    """The :class:`ParallelConfig` of ``args``; dp = world / (tp*pp*cp) when ``--dp`` is omitted."""
+    config = ParallelConfig(
+        dp=1 if args.dp is None else args.dp, tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, sp=args.sp,
+        micro_batch=args.micro_batch, zero_stage=args.zero_stage, offload_optimizer=args.offload_optimizer,
+        offload_param=args.offload_param, recompute=args.recompute,
+    )
+    if args.dp is not None:
+        return config
+    mp = config.model_parallel_size
+    if world_size % mp:
+        raise SpecError(
+            "ParallelConfig.dp",
+            f"cannot derive dp: the cluster's {world_size} GPUs are not divisible by "
+            f"tp*pp*cp = {config.tp}*{config.pp}*{config.cp} = {mp}",
+            f"choose tp, pp and cp whose product divides {world_size}, or change --nodes",
+        )
+    return dataclasses.replace(config, dp=world_size // mp)
+
+
+def describe(model: ModelSpec, cluster: ClusterSpec, c: ParallelConfig, t: TrainingSpec) -> str:
+    """One header line naming the model, the cluster and the configuration."""
+    offload = "" if c.offload_optimizer == c.offload_param == "none" else (
+        f" offload(optimizer={c.offload_optimizer}, param={c.offload_param})")
+    return (f"{model.name} on {cluster.name}, {cluster.num_nodes} x {cluster.node.gpus_per_node} = "
+            f"{cluster.world_size} GPUs: dp={c.dp} tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp}"
+            f"{' sp' if c.sp else ''} micro-batch={c.micro_batch} global-batch={t.global_batch} "
+            f"zero={c.zero_stage}{offload} recompute={c.recompute} {t.precision} {t.framework}")
+
+
+def _predict(args: argparse.Namespace) -> int:
+    model = load_model(args.model)
+    cluster = load_cluster(args.cluster, args.nodes)
+    config = parallel_config(args, cluster.world_size)
+    training = TrainingSpec(global_batch=args.global_batch, precision=args.precision, framework=args.framework)
+    prediction = predict(model, cluster, config, training)
+    if args.json:
+        print(json.dumps(prediction.to_dict(), indent=2))
+    else:
+        print(describe(model, cluster, config, training))
+        print(prediction.explain())
+    return 0
+
+
+def presets_dict() -> dict[str, Any]:
+    """Every preset's full spec; each cluster entry is a valid ``--cluster`` file (one node)."""
+    clusters = {}
+    for name in CLUSTER_PRESETS:
+        spec = cluster_preset(name)
+        clusters[name] = {"gpu": dataclasses.asdict(spec.gpu), "node": dataclasses.asdict(spec.node), "num_nodes": 1}
+    models = {name: {**dataclasses.asdict(spec), "params": spec.params} for name, spec in MODEL_PRESETS.items()}
+    return {"models": models, "clusters": clusters}
+
+
+def _presets(args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps(presets_dict(), indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    models = Table(title="model presets (--model)")
+    for column in ("name", "params", "layers", "hidden", "heads", "kv heads", "ffn", "vocab", "seq len"):
+        models.add_column(column, justify="left" if column == "name" else "right", no_wrap=True)
+    for name, m in MODEL_PRESETS.items():
+        models.add_row(name, f"{m.params / 1e9:.1f}B", str(m.layers), str(m.hidden), str(m.heads), str(m.kv_heads),
+                       str(m.ffn), str(m.vocab), str(m.seq_len))
+    clusters = Table(title="cluster presets (--cluster, with --nodes N)")
+    for column in ("name", "gpu", "gpus/node", "GPU memory", "bf16/fp16 TFLOP/s", "NVLink GB/s", "network GB/s/node"):
+        clusters.add_column(column, justify="left" if column in ("name", "gpu") else "right", no_wrap=True)
+    for name in CLUSTER_PRESETS:
+        spec = cluster_preset(name)
+        g, n = spec.gpu, spec.node
+        clusters.add_row(name, g.name, str(n.gpus_per_node), f"{g.memory_bytes / 2**30:.0f} GiB",
+                         f"{(g.bf16_flop_per_s or g.fp16_flop_per_s) / 1e12:.0f}",
+                         f"{n.intra_node_bytes_per_s / 1e9:.0f}", f"{n.inter_node_bytes_per_s / 1e9:.1f}")
+    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
+    console.print(models)
+    console.print(clusters)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``autopar`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse has already printed
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    try:
+        code: int = args.handler(args)
+    except AutoparError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,325 @@
+"""Spec validation: every invalid field raises SpecError naming the field and a fix; specs are frozen."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from search import (
+    ClusterSpec,
+    GPUSpec,
+    ModelSpec,
+    NodeSpec,
+    ParallelConfig,
+    SpecError,
+    TrainingSpec,
+    check_compatible,
+    cluster_preset,
+    gpu_preset,
+    node_preset,
+)
+
+
+def gpt(**overrides: Any) -> ModelSpec:
+    """A small GPT block stack: 24 layers, h=2048, 16 heads, s=2048 (MHA)."""
+    fields: dict[str, Any] = dict(name="gpt-test", layers=24, hidden=2048, heads=16, ffn=8192, vocab=51200,
+                                  seq_len=2048)
+    fields.update(overrides)
+    return ModelSpec(**fields)
+
+
+def gqa(**overrides: Any) -> ModelSpec:
+    """A Llama-style GQA model: 64 query heads, 8 KV heads."""
+    fields: dict[str, Any] = dict(name="gqa-test", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672,
+                                  vocab=128256, seq_len=8192, activation="swiglu", bias=False, norm="rmsnorm",
+                                  position_embedding="rope", attention="flash")
+    fields.update(overrides)
+    return ModelSpec(**fields)
+
+
+def raises_spec_error(field: str, call: Callable[[], object], *also: str) -> SpecError:
+    """Run ``call``; it must raise SpecError for ``field`` whose message also gives a fix."""
+    with pytest.raises(SpecError, match=rf"^{re.escape(field)}: ") as info:
+        call()
+    err = info.value
+    assert err.field == field
+    assert err.fix.strip(), "the message must say how to fix the field"
+    assert str(err).endswith(err.fix)
+    for text in also:
+        assert text in str(err), f"{text!r} not in {str(err)!r}"
+    return err
+
+
+TRAIN = TrainingSpec(global_batch=512)
+
+
+# ---------------------------------------------------------------- the error class
+
+
+def test_spec_error_is_a_value_error() -> None:
+    assert issubclass(SpecError, ValueError)
+    with pytest.raises(ValueError):
+        ParallelConfig(tp=0)
+
+
+def test_spec_error_message_is_field_problem_fix() -> None:
+    err = SpecError("ParallelConfig.tp", "3 does not divide heads=32", "use a tp that divides 32")
+    assert str(err) == "ParallelConfig.tp: 3 does not divide heads=32; use a tp that divides 32"
+    assert (err.field, err.problem, err.fix) == ("ParallelConfig.tp", "3 does not divide heads=32",
+                                                 "use a tp that divides 32")
+
+
+# ---------------------------------------------------------------- check_compatible
+
+
+def test_world_size_mismatch_names_every_factor() -> None:
+    config = ParallelConfig(dp=4, tp=2, pp=1, cp=1)  # 8 GPUs
+    err = raises_spec_error("ParallelConfig", lambda: check_compatible(gpt(), 16, config, TRAIN),
+                            "dp*tp*pp*cp", "4*2*1*1 = 8", "16 GPUs")
+    assert "dp=8" in err.fix  # the suggested dp makes the product 16
+
+
+def test_world_size_match_passes() -> None:
+    check_compatible(gpt(), 16, ParallelConfig(dp=2, tp=4, pp=2), TRAIN)
+
+
+def test_tp_must_divide_heads() -> None:
+    raises_spec_error("ParallelConfig.tp",
+                      lambda: check_compatible(gpt(), 6, ParallelConfig(dp=2, tp=3), TRAIN),
+                      "heads=16", "use a tp that divides 16")
+
+
+def test_tp_must_divide_kv_heads_of_a_gqa_model() -> None:
+    model = gqa()
+    assert model.heads % 16 == 0  # heads alone would allow tp=16
+    raises_spec_error("ParallelConfig.tp",
+                      lambda: check_compatible(model, 16, ParallelConfig(tp=16), TRAIN),
+                      "kv_heads=8", "use a tp that divides 8")
+
+
+def test_tp_dividing_kv_heads_passes() -> None:
+    check_compatible(gqa(), 8, ParallelConfig(tp=8), TRAIN)
+
+
+def test_pp_must_divide_layers() -> None:
+    raises_spec_error("ParallelConfig.pp",
+                      lambda: check_compatible(gpt(), 5, ParallelConfig(pp=5), TRAIN),
+                      "layers=24", "use a pp that divides 24")
+
+
+def test_pp_times_vp_must_divide_layers() -> None:
+    # pp=4 divides 24 layers, but 4 * vp=4 = 16 does not.
+    raises_spec_error("ParallelConfig.vp",
+                      lambda: check_compatible(gpt(), 4, ParallelConfig(pp=4, vp=4), TRAIN),
+                      "pp*vp = 16", "layers=24", "divides 6")
+
+
+def test_cp_must_divide_seq_len() -> None:
+    raises_spec_error("ParallelConfig.cp",
+                      lambda: check_compatible(gpt(), 3, ParallelConfig(cp=3), TRAIN),
+                      "seq_len=2048")
+
+
+def test_global_batch_must_be_divisible_by_dp_times_micro_batch() -> None:
+    config = ParallelConfig(dp=8, micro_batch=4)
+    raises_spec_error("TrainingSpec.global_batch",
+                      lambda: check_compatible(gpt(), 8, config, TrainingSpec(global_batch=48)),
+                      "8*4", "multiple of 32")
+    check_compatible(gpt(), 8, config, TrainingSpec(global_batch=64))
+
+
+def test_check_compatible_rejects_a_non_model() -> None:
+    raises_spec_error("model", lambda: check_compatible("gpt-7.5b", 1, ParallelConfig(), TRAIN))
+
+
+# ---------------------------------------------------------------- ParallelConfig on its own
+
+
+def test_offload_param_needs_zero3() -> None:
+    for stage in (0, 1, 2):
+        raises_spec_error("ParallelConfig.offload_param",
+                          lambda stage=stage: ParallelConfig(zero_stage=stage, offload_param="cpu"),
+                          f"zero_stage={stage}", "zero_stage=3")
+    ParallelConfig(zero_stage=3, offload_param="cpu", offload_optimizer="cpu")
+
+
+def test_nvme_optimizer_offload_needs_zero3() -> None:
+    for stage in (1, 2):
+        raises_spec_error("ParallelConfig.offload_optimizer",
+                          lambda stage=stage: ParallelConfig(zero_stage=stage, offload_optimizer="nvme"),
+                          "nvme", "zero_stage=3")
+    ParallelConfig(zero_stage=3, offload_optimizer="nvme")
+    ParallelConfig(zero_stage=2, offload_optimizer="cpu")  # ZeRO-Offload works with stage 1-2
+
+
+def test_optimizer_offload_needs_some_zero_stage() -> None:
+    raises_spec_error("ParallelConfig.offload_optimizer",
+                      lambda: ParallelConfig(zero_stage=0, offload_optimizer="cpu"))
+
+
+def test_sequence_parallelism_needs_tp() -> None:
+    raises_spec_error("ParallelConfig.sp", lambda: ParallelConfig(tp=1, sp=True), "tp > 1")
+    ParallelConfig(tp=2, sp=True)
+
+
+def test_sp_must_be_a_boolean() -> None:
+    raises_spec_error("ParallelConfig.sp", lambda: ParallelConfig(tp=2, sp=1))  # type: ignore[arg-type]
+
+
+def test_virtual_stages_need_pipeline_parallelism() -> None:
+    raises_spec_error("ParallelConfig.vp", lambda: ParallelConfig(pp=1, vp=2), "pp > 1")
+    ParallelConfig(pp=2, vp=2)
+
+
+@pytest.mark.parametrize("stage", [
+    4, -1, True, "3",
+    pytest.param(1.0, marks=pytest.mark.xfail(strict=True, reason=(
+        "ParallelConfig.zero_stage=1.0 is accepted: the check `zero_stage not in (0, 1, 2, 3)` lets a float equal to "
+        "an int through (1.0 == 1), while every degree rejects 2.0 via positive_int"))),
+])
+def test_zero_stage_must_be_0_to_3(stage: object) -> None:
+    raises_spec_error("ParallelConfig.zero_stage", lambda: ParallelConfig(zero_stage=stage))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["dp", "tp", "pp", "vp", "cp", "micro_batch"])
+@pytest.mark.parametrize("value", [-2, 0, True, False, 2.0, "2", None])
+def test_degrees_must_be_positive_integers(name: str, value: object) -> None:
+    raises_spec_error(f"ParallelConfig.{name}", lambda: ParallelConfig(**{name: value}), "positive integer")
+
+
+@pytest.mark.parametrize("name", ["offload_optimizer", "offload_param", "recompute"])
+def test_unknown_policy_values(name: str) -> None:
+    raises_spec_error(f"ParallelConfig.{name}", lambda: ParallelConfig(zero_stage=3, **{name: "gpu"}), "use one of")
+
+
+def test_parallel_config_derived_sizes() -> None:
+    c = ParallelConfig(dp=3, tp=4, pp=2, cp=5)
+    assert c.model_parallel_size == 40
+    assert c.world_size == 120
+
+
+# ---------------------------------------------------------------- TrainingSpec
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "BF16", "int8", ""])
+def test_unknown_precision(precision: str) -> None:
+    raises_spec_error("TrainingSpec.precision",
+                      lambda: TrainingSpec(global_batch=8, precision=precision),  # type: ignore[arg-type]
+                      "bf16, fp16, fp8")
+
+
+@pytest.mark.parametrize("framework", ["jax", "colossalai", "DeepSpeed", ""])
+def test_unknown_framework(framework: str) -> None:
+    raises_spec_error("TrainingSpec.framework",
+                      lambda: TrainingSpec(global_batch=8, framework=framework),  # type: ignore[arg-type]
+                      "deepspeed", "megatron")
+
+
+def test_unknown_optimizer() -> None:
+    raises_spec_error("TrainingSpec.optimizer", lambda: TrainingSpec(global_batch=8, optimizer="sgd"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [0, -8, True, 8.0])
+def test_global_batch_must_be_a_positive_integer(value: object) -> None:
+    raises_spec_error("TrainingSpec.global_batch", lambda: TrainingSpec(global_batch=value))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- ModelSpec
+
+
+@pytest.mark.parametrize("activation", ["relu", "geglu", "GELU", ""])
+def test_unknown_activation(activation: str) -> None:
+    raises_spec_error("ModelSpec.activation", lambda: gpt(activation=activation), "gelu, swiglu")
+
+
+@pytest.mark.parametrize(("name", "value"), [("attention", "sparse"), ("norm", "batchnorm"),
+                                             ("position_embedding", "sinusoidal")])
+def test_unknown_model_choices(name: str, value: str) -> None:
+    raises_spec_error(f"ModelSpec.{name}", lambda: gpt(**{name: value}), "use one of")
+
+
+def test_hidden_must_be_divisible_by_heads() -> None:
+    raises_spec_error("ModelSpec.heads", lambda: gpt(hidden=2048, heads=24), "hidden=2048", "head dimension")
+
+
+def test_kv_heads_must_divide_heads() -> None:
+    raises_spec_error("ModelSpec.kv_heads", lambda: gqa(kv_heads=6), "heads=64")
+
+
+@pytest.mark.parametrize("name", ["layers", "hidden", "heads", "ffn", "vocab", "seq_len", "kv_heads"])
+@pytest.mark.parametrize("value", [0, -1, True])
+def test_model_sizes_must_be_positive_integers(name: str, value: object) -> None:
+    raises_spec_error(f"ModelSpec.{name}", lambda: gpt(**{name: value}), "positive integer")
+
+
+def test_model_name_must_not_be_empty() -> None:
+    raises_spec_error("ModelSpec.name", lambda: gpt(name="  "))
+
+
+def test_kv_heads_defaults_to_heads() -> None:
+    assert gpt().kv_heads == 16
+    assert gpt().kv_dim == 2048
+    assert gqa().kv_dim == 8 * 128
+
+
+# ---------------------------------------------------------------- hardware specs
+
+
+def test_gpu_efficiency_outside_unit_interval() -> None:
+    base = gpu_preset("a100-sxm4-80gb")
+    for value in (0.0, 1.5, -0.1):
+        raises_spec_error(f"GPUSpec({base.name}).matmul_efficiency",
+                          lambda value=value: dataclasses.replace(base, matmul_efficiency=value))
+
+
+def test_node_bandwidth_must_be_positive() -> None:
+    base = node_preset("dgx-a100-80gb")
+    raises_spec_error(f"NodeSpec({base.name}).inter_node_bytes_per_s",
+                      lambda: dataclasses.replace(base, inter_node_bytes_per_s=0.0), "number > 0")
+    raises_spec_error(f"NodeSpec({base.name}).gpus_per_node", lambda: dataclasses.replace(base, gpus_per_node=0))
+
+
+def test_cluster_needs_at_least_one_node() -> None:
+    base = cluster_preset("dgx-a100-80gb")
+    raises_spec_error("ClusterSpec.num_nodes", lambda: dataclasses.replace(base, num_nodes=0))
+
+
+def test_missing_tensor_core_type_names_precision() -> None:
+    raises_spec_error("TrainingSpec.precision", lambda: gpu_preset("v100-32gb").peak_flop_per_s("bf16"), "fp16")
+
+
+# ---------------------------------------------------------------- frozen
+
+
+FROZEN_CASES: list[tuple[object, str, object]] = [
+    (gpt(), "layers", 12),
+    (gpt(), "kv_heads", 2),
+    (ParallelConfig(), "tp", 2),
+    (ParallelConfig(), "zero_stage", 3),
+    (TrainingSpec(global_batch=8), "global_batch", 16),
+    (gpu_preset("h100-sxm5-80gb"), "memory_bytes", 1.0),
+    (node_preset("dgx-h100"), "gpus_per_node", 4),
+    (cluster_preset("dgx-h100", 2), "num_nodes", 4),
+]
+
+
+@pytest.mark.parametrize(("spec", "name", "value"), FROZEN_CASES,
+                         ids=[f"{type(s).__name__}.{n}" for s, n, _ in FROZEN_CASES])
+def test_specs_are_frozen(spec: object, name: str, value: object) -> None:
+    before = getattr(spec, name)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(spec, name, value)
+    assert getattr(spec, name) == before
+
+
+def test_specs_are_hashable_values() -> None:
+    assert ParallelConfig(dp=2, tp=4) == ParallelConfig(dp=2, tp=4)
+    assert len({ParallelConfig(dp=2), ParallelConfig(dp=2), ParallelConfig(dp=4)}) == 2
+    assert gpt() == gpt()
+    assert isinstance(cluster_preset("dgx-h100"), ClusterSpec)
+    assert isinstance(gpu_preset("h100-sxm5-80gb"), GPUSpec)
+    assert isinstance(node_preset("dgx-h100"), NodeSpec)
