@@ -12,15 +12,30 @@ from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
 from search._predict import predict
 from search._prediction import Prediction
+from search._profile import (
+    SCHEMA_VERSION,
+    Fingerprint,
+    GemmSample,
+    HardwareProfile,
+    LinkFit,
+    apply_profile,
+    fit_alpha_beta,
+    staleness,
+)
 
 __all__ = [
     "CLUSTER_PRESETS",
     "MODEL_PRESETS",
     "MODEL_PRESET_PARAMS",
+    "SCHEMA_VERSION",
     "AutoparError",
     "Calibration",
     "ClusterSpec",
+    "Fingerprint",
     "GPUSpec",
+    "GemmSample",
+    "HardwareProfile",
+    "LinkFit",
     "ModelSpec",
     "NodeSpec",
     "ParallelConfig",
@@ -28,11 +43,14 @@ __all__ = [
     "SpecError",
     "TrainingSpec",
     "UnknownPresetError",
+    "apply_profile",
     "check_compatible",
     "cluster_preset",
     "default_calibration",
+    "fit_alpha_beta",
     "gpu_preset",
     "model_preset",
     "node_preset",
     "predict",
+    "staleness",
 ]

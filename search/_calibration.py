@@ -28,12 +28,6 @@ class Calibration:
     reached by causal training shapes (FLOPs counted as executed: half the full count)."""
     gemm_overhead_s: float = 10e-6
     """Fixed time per GEMM kernel (launch, tail wave): makes small GEMMs less efficient."""
-    nvlink_efficiency: float = 0.78
-    """Measured, not fitted: NCCL all-reduce bus bandwidth over per-GPU unidirectional NVLink
-    bandwidth; 232-235 of 300 GB/s on DGX A100 (nccl-tests #175; NCCL tuning.cc caps A100 at 235)."""
-    network_efficiency: float = 0.96
-    """Measured, not fitted: NCCL bus bandwidth per NIC over its line rate; 192 GB/s with 8x HDR
-    200 Gb/s on DGX A100 (NVIDIA/nccl #812), 46-48 of 50 GB/s per NDR NIC (nccl-tests #290)."""
     collective_latency_s: float = 20e-6
     """Latency (alpha) of one collective call: NCCL ring base latency plus per-hop latencies
     (NCCL tuning.cc) and launch, 10-35 us measured for small all-reduces on 8 A100s (nccl-tests #123)."""

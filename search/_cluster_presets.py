@@ -13,6 +13,10 @@ from search._errors import UnknownPresetError
 
 GiB = 2**30
 TiB = 2**40
+NVLINK_RING_EFFICIENCY = 0.78
+"""NCCL ring all-reduce bus bandwidth over NVLink line rate per direction (232/300 on DGX A100)."""
+NETWORK_EFFICIENCY = 0.96
+"""NCCL bus bandwidth over NIC line rate (192/200 GB/s with 8x HDR, NVIDIA/nccl #812)."""
 
 # Maximum achievable matmul FLOP/s (MAMF), bf16, fraction of dense peak: stas00/ml-engineering
 # compute/accelerator/README.md "Maximum Achievable Matmul FLOPS comparison table":
@@ -32,8 +36,13 @@ GPUS: dict[str, GPUSpec] = {
                               1979e12, 0.803, 0.34),
 }
 
-# Node facts. intra_node: NVLink per GPU per direction (half the bidirectional datasheet figure).
-# inter_node: compute NICs per node per direction (hardware.json network.bytes_per_s_total).
+# Node links are achievable NCCL bus bandwidths (nccl-tests busbw), not line rates:
+# intra_node: DGX A100 232 GB/s all-reduce on 8 GPUs (nccl-tests #175; NCCL tuning.cc caps A100
+#   at 235) = 0.78 of the 300 GB/s NVLink3 per direction; DGX H100/H200 ~480 GB/s with NVLink
+#   SHARP (NVLS, NCCL's default there; nccl-tests #212: "peak busBw of ~480GB/s", ring 370);
+#   DGX-2 0.78 x 150 GB/s (NVLink2, A100 ratio assumed; unverified).
+# inter_node: DGX A100 8x HDR 192 GB/s (NVIDIA/nccl #812); DGX H100 8x NDR 46-48 GB/s per NIC
+#   (nccl-tests #290) = 376 GB/s; DGX-2 8x EDR 100 Gb/s x 0.96 (the HDR ratio; unverified).
 # pcie: host<->GPU per GPU with all GPUs of the node transferring at once: DGX-2 ~3 GB/s
 #   (ZeRO-Infinity Sec. 4 via hardware.json); DGX A100 two GPUs per Gen4 x16 switch uplink,
 #   ~25 GB/s measured pinned (BaM paper) / 2; DGX H100 Gen5 ~55 GB/s measured pinned
@@ -43,11 +52,12 @@ GPUS: dict[str, GPUSpec] = {
 # CPU Adam: DeepSpeed CPUAdam 11.6B params in 8.2 s = 1.4e9 params/s (DeepSpeed PR #735,
 #   DGX-2 class host, unverified); newer 2-socket hosts scaled by core count (unverified).
 NODES: dict[str, NodeSpec] = {
-    "dgx-2": NodeSpec("dgx-2", 16, 150e9, 100e9, 3e9, 1.5 * TiB, 30e12, 20e9, 10e9, 1.4e9),
-    "dgx-a100-40gb": NodeSpec("dgx-a100-40gb", 8, 300e9, 200e9, 12.5e9, 1 * TiB, 15e12, 10e9, 5e9, 2.8e9),
-    "dgx-a100-80gb": NodeSpec("dgx-a100-80gb", 8, 300e9, 200e9, 12.5e9, 1 * TiB, 15e12, 10e9, 5e9, 2.8e9),
-    "dgx-h100": NodeSpec("dgx-h100", 8, 450e9, 400e9, 27.5e9, 2 * TiB, 30.72e12, 20e9, 10e9, 2.8e9),
-    "dgx-h200": NodeSpec("dgx-h200", 8, 450e9, 400e9, 27.5e9, 2 * TiB, 30.72e12, 20e9, 10e9, 2.8e9),
+    "dgx-2": NodeSpec("dgx-2", 16, NVLINK_RING_EFFICIENCY * 150e9, NETWORK_EFFICIENCY * 100e9, 3e9, 1.5 * TiB,
+                      30e12, 20e9, 10e9, 1.4e9),
+    "dgx-a100-40gb": NodeSpec("dgx-a100-40gb", 8, 232e9, 192e9, 12.5e9, 1 * TiB, 15e12, 10e9, 5e9, 2.8e9),
+    "dgx-a100-80gb": NodeSpec("dgx-a100-80gb", 8, 232e9, 192e9, 12.5e9, 1 * TiB, 15e12, 10e9, 5e9, 2.8e9),
+    "dgx-h100": NodeSpec("dgx-h100", 8, 480e9, 376e9, 27.5e9, 2 * TiB, 30.72e12, 20e9, 10e9, 2.8e9),
+    "dgx-h200": NodeSpec("dgx-h200", 8, 480e9, 376e9, 27.5e9, 2 * TiB, 30.72e12, 20e9, 10e9, 2.8e9),
 }
 
 NODE_GPU: dict[str, str] = {

@@ -71,9 +71,10 @@ class NodeSpec:
     name: str
     gpus_per_node: int
     intra_node_bytes_per_s: float
-    """Per-GPU unidirectional NVLink/NVSwitch bandwidth (half the 'bidirectional' datasheet figure)."""
+    """Achievable NCCL all-reduce bus bandwidth inside the node (nccl-tests ``busbw``), per GPU."""
     inter_node_bytes_per_s: float
-    """Network bandwidth per node per direction, all compute NICs together."""
+    """Achievable bus bandwidth of the node's compute NICs together, per direction (nccl-tests
+    ``busbw`` of an all-reduce with every GPU of the node in the group)."""
     pcie_bytes_per_s: float
     """Host<->GPU bandwidth per GPU per direction (pinned memory)."""
     cpu_memory_bytes: float

@@ -32,11 +32,11 @@ def group_link(cluster: ClusterSpec, size: int, stride: int, cal: Calibration) -
     """
     node = cluster.node
     gpn = node.gpus_per_node
-    nvlink = node.intra_node_bytes_per_s * cal.nvlink_efficiency
+    nvlink = node.intra_node_bytes_per_s
     if size <= 1 or stride * size <= gpn:
         return Link(nvlink, cal.collective_latency_s, False)
     members_per_node = 1 if stride >= gpn else min(size, gpn // stride)
-    network = members_per_node * node.nic_bytes_per_s_per_gpu * cal.network_efficiency
+    network = members_per_node * node.nic_bytes_per_s_per_gpu
     return Link(min(nvlink, network), cal.collective_latency_s, True)
 
 

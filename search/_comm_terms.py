@@ -17,7 +17,6 @@ from search._collectives import (
 from search._compute_time import LayerTimes
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec
-from search._stages import stage_params_per_gpu
 
 ACT_BYTES = 2
 
@@ -62,8 +61,8 @@ def pp_link(cluster: ClusterSpec, config: ParallelConfig, cal: Calibration) -> L
     stride = config.tp * config.cp * config.dp
     node = cluster.node
     if stride < node.gpus_per_node:
-        return Link(node.intra_node_bytes_per_s * cal.nvlink_efficiency, cal.collective_latency_s, False)
-    return Link(node.nic_bytes_per_s_per_gpu * cal.network_efficiency, cal.collective_latency_s, True)
+        return Link(node.intra_node_bytes_per_s, cal.collective_latency_s, False)
+    return Link(node.nic_bytes_per_s_per_gpu, cal.collective_latency_s, True)
 
 
 def pp_p2p_per_micro_batch_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, config: ParallelConfig,
@@ -109,19 +108,19 @@ class StepComm:
     warnings: tuple[str, ...]
 
 
-def step_comm_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-                cal: Calibration) -> StepComm:
+def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec, cal: Calibration,
+                stage_params: tuple[float, float]) -> StepComm:
     """Data-parallel gradient sync and ZeRO parameter gathers of the largest stage.
 
     ZeRO (Rajbhandari et al. 2020 Sec. 7): stages 0-2 move 2 x the gradient bytes per step
     (all-reduce = reduce-scatter + all-gather), stage 3 1.5x that (gather in forward and in
     backward, reduce-scatter of gradients). DeepSpeed ZeRO-2/3 and FSDP reduce-scatter every
     micro-batch (no ``no_sync`` under sharding); Megatron reduces once per step. ZeRO-3 and
-    FSDP re-gather parameters every micro-batch.
+    FSDP re-gather parameters every micro-batch. ``stage_params`` are the first and last
+    stage's parameters per GPU (:func:`search._stages.stage_params_per_gpu`).
     """
     group = config.dp * config.cp
-    first, last = stage_params_per_gpu(model, config)
-    params = max(first, last)
+    params = max(stage_params)
     shard = params / group if config.zero_stage >= 1 else params
     warnings: list[str] = []
     if config.tp > cluster.node.gpus_per_node:

@@ -44,6 +44,8 @@ class Kernels:
 
     matmul_flop_per_s: float
     """Peak x achievable matmul fraction (x FP8 speed-up when GEMMs run in FP8)."""
+    cuda_core_flop_per_s: float
+    """Rate of 16-bit GEMMs that cannot use tensor cores (a dimension not a multiple of 8)."""
     attention_flop_per_s: float
     hbm_bytes_per_s: float
     """Achievable HBM bandwidth of memory-bound kernels."""
@@ -51,7 +53,7 @@ class Kernels:
 
 
 def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_efficiency: float,
-                 hbm_bytes_per_s: float, cal: Calibration, fp8: bool) -> Kernels:
+                 hbm_bytes_per_s: float, cal: Calibration, fp8: bool, fp32_flop_per_s: float) -> Kernels:
     """Combine datasheet peaks with the achievable fractions (measured, or fitted globally).
 
     FlashAttention runs at the GPU's best attention fraction times the fitted share of it
@@ -60,12 +62,15 @@ def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_eff
     matmul = peak_flop_per_s * matmul_efficiency * (cal.fp8_gemm_speedup if fp8 else 1.0)
     return Kernels(
         matmul_flop_per_s=matmul,
+        cuda_core_flop_per_s=fp32_flop_per_s * matmul_efficiency,
         attention_flop_per_s=peak_flop_per_s * attention_efficiency * cal.attention_efficiency,
         hbm_bytes_per_s=hbm_bytes_per_s * cal.hbm_efficiency,
         gemm_overhead_s=cal.gemm_overhead_s,
     )
 
 
+TENSOR_CORE_ALIGNMENT = 8
+"""16-bit GEMM dimensions must be multiples of 8 elements for tensor cores."""
 TILE_M = 128
 TILE_N = 128
 TILE_K = 64
@@ -76,11 +81,7 @@ Deep Learning Performance Guide, 'Matrix Multiplication Background': tile quanti
 
 def tile_efficiency(m: float, n: float, k: float) -> float:
     """Fraction of the launched tile work that is useful: ``x / ceil(x / tile) / tile`` per dim."""
-    eff = 1.0
-    for dim, tile in ((m, TILE_M), (n, TILE_N), (k, TILE_K)):
-        tiles = -(-dim // tile)
-        eff *= dim / (tiles * tile)
-    return eff
+    return (m / (-(-m // TILE_M) * TILE_M)) * (n / (-(-n // TILE_N) * TILE_N)) * (k / (-(-k // TILE_K) * TILE_K))
 
 
 def gemm_time_s(m: float, n: float, k: float, kernels: Kernels) -> float:
@@ -134,8 +135,13 @@ def layer_times(model: ModelSpec, tokens: float, kv_len: float, tp: int, sp: boo
         attention = CAUSAL_EXECUTED_FRACTION * full_attention_flop / kernels.attention_flop_per_s
         attention_bwd = FLASH_BACKWARD_TO_FORWARD * attention
     else:
-        # Materialised scores: two batched GEMMs at matmul speed plus the score traffic.
-        attention = full_attention_flop / kernels.matmul_flop_per_s
+        # Materialised scores: two batched GEMMs (Q K^T with inner dimension head_dim, scores x V
+        # with output width head_dim) plus the score traffic. 16-bit tensor cores need every GEMM
+        # dimension to be a multiple of 8 (NVIDIA Deep Learning Performance Guide, "Tensor Core
+        # Requirements"); otherwise cuBLAS runs them on CUDA cores.
+        aligned = model.head_dim % TENSOR_CORE_ALIGNMENT == 0
+        rate = kernels.matmul_flop_per_s if aligned else kernels.cuda_core_flop_per_s
+        attention = full_attention_flop / rate
         score_bytes = STANDARD_SCORE_BYTES_FWD * tokens * kv_len * model.heads / tp
         attention += score_bytes / kernels.hbm_bytes_per_s
         attention_bwd = BACKWARD_TO_FORWARD * attention

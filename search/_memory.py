@@ -128,6 +128,16 @@ def in_flight_micro_batches(pp: int, vp: int, num_micro_batches: int) -> float:
     return held
 
 
+def pipeline_buffer_bytes(model: ModelSpec, micro_batch: int, cp: int, held: float) -> float:
+    """Stage input and output tensors kept for each in-flight micro-batch, ``2 x 2sbh`` each.
+
+    DeepSpeed's pipeline engine keeps ``inputs`` and ``outputs`` buffers per pipe buffer
+    (``num_pipe_buffers`` = in-flight micro-batches, ``deepspeed/runtime/pipe/engine.py``);
+    Megatron's 1F1B keeps ``input_tensors`` / ``output_tensors`` lists for backward.
+    """
+    return held * 2.0 * 2.0 * micro_batch * model.seq_len / cp * model.hidden
+
+
 def logits_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:
     """Last stage: 16-bit logits plus the fp32 copy the cross-entropy keeps, ``6*s*b*V/t``."""
     return 6.0 * model.seq_len / cp * micro_batch * model.vocab / tp

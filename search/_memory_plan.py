@@ -15,11 +15,11 @@ from search._memory import (
     logits_bytes,
     model_state_bytes,
     offloaded_state_bytes_per_gpu,
+    pipeline_buffer_bytes,
     working_layer_bytes,
 )
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec
-from search._stages import stage_params_per_gpu
 
 NVME_OPTIMIZER_PINNED_BYTES_PER_GPU = 4 * 1e8 * 4
 """Pinned host buffers of DeepSpeed's optimizer swapper (buffer_count 4 x buffer_size 1e8 fp32)."""
@@ -50,6 +50,8 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
     if c.offload_param != "none" and c.recompute == "full":
         stored = 0.0  # ZeRO-Infinity keeps the activation checkpoints in host memory
     working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp) if c.recompute == "full" else 0.0
+    if c.pp > 1:
+        working += pipeline_buffer_bytes(model, c.micro_batch, c.cp, held)
     if last:
         working += logits_bytes(model, c.micro_batch, c.tp, c.cp)
     frag = cal.memory_fragmentation
@@ -65,11 +67,11 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
 
 
 def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-                num_micro_batches: int, cal: Calibration) -> MemoryPlan:
+                num_micro_batches: int, cal: Calibration, stage_params: tuple[float, float]) -> MemoryPlan:
     """Memory of the first stage (most micro-batches in flight, the embedding) and of the last
     (LM head, logits); the peak is the fuller of the two."""
     c = config
-    first_params, last_params = stage_params_per_gpu(model, c)
+    first_params, last_params = stage_params
     held = in_flight_micro_batches(c.pp, c.vp, num_micro_batches)
     first = _stage_breakdown(model, c, training, first_params, held, c.pp == 1, cal)
     last = _stage_breakdown(model, c, training, last_params, 1.0, True, cal) if c.pp > 1 else first

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._model_spec import ModelSpec
-from search._parallel_spec import ParallelConfig, TrainingSpec
-from search._stages import stage_params_per_gpu
+from search._parallel_spec import ParallelConfig
 
 OPTIMIZER_SWAP_BYTES_PER_PARAM = 16.0
 """fp32 master weight, momentum, variance and gradient partition swapped per parameter."""
@@ -32,15 +30,13 @@ class OffloadTerms:
     per_step_s: float
 
 
-def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-                  cal: Calibration, layers_per_stage: int, stage_micro_batch_s: float,
-                  num_micro_batches: int) -> OffloadTerms:
-    """PCIe, CPU-Adam and NVMe times of the offload policy in ``config``."""
+def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, layers_per_stage: int,
+                  stage_params: tuple[float, float]) -> OffloadTerms:
+    """PCIe, CPU-Adam and NVMe times of the offload policy in ``config`` for the largest stage."""
     if config.offload_optimizer == "none" and config.offload_param == "none":
         return OffloadTerms(0.0, 0.0)
     node = cluster.node
-    first, last = stage_params_per_gpu(model, config)
-    shard = max(first, last) / (config.dp * config.cp)
+    shard = max(stage_params) / (config.dp * config.cp)
     node_params = shard * node.gpus_per_node
     per_mb = 0.0
     per_step = 0.0

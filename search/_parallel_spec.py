@@ -7,6 +7,7 @@ from typing import Literal
 
 from search._checks import divisors, one_of, positive_int
 from search._errors import SpecError
+from search._model_spec import ModelSpec
 
 Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full"]
@@ -113,14 +114,12 @@ def _hint(n: int) -> str:
     return ", ".join(str(d) for d in divisors(n)[:12])
 
 
-def check_compatible(model: object, world_size: int, config: ParallelConfig, training: TrainingSpec) -> None:
+def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, training: TrainingSpec) -> None:
     """Raise :class:`SpecError` unless model, cluster size, config and batch fit together.
 
     Rules from Megatron-LM ``validate_args`` and DeepSpeed's batch rule
     (train_batch = micro_batch * grad_accum * dp).
     """
-    from search._model_spec import ModelSpec
-
     if not isinstance(model, ModelSpec):
         raise SpecError("model", f"{type(model).__name__} is not a ModelSpec", "pass a ModelSpec or a preset name")
     c = config

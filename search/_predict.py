@@ -26,6 +26,7 @@ from search._model_spec import ModelSpec
 from search._offload import offload_terms
 from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
 from search._prediction import Prediction
+from search._stages import stage_params_per_gpu
 
 
 def overlapped_s(compute_s: float, traffic_s: float, overlap: float) -> float:
@@ -51,7 +52,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     gpu = cluster.gpu
     peak = gpu.peak_flop_per_s("fp16" if training.precision == "fp16" else "bf16")
     kernels = make_kernels(peak, gpu.matmul_efficiency, gpu.attention_efficiency, gpu.hbm_bytes_per_s, cal,
-                           training.precision == "fp8")
+                           training.precision == "fp8", gpu.fp32_flop_per_s)
     m = training.global_batch // (c.dp * c.micro_batch)
     tokens = c.micro_batch * model.seq_len / c.cp
     layers_per_stage = model.layers // c.pp
@@ -77,10 +78,11 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     last_stage_mb_s = body_mb_s + head_mb_s  # the LM head sits on the last stage
     stage_avg_mb_s = body_mb_s + head_mb_s / c.pp
 
-    comm = step_comm_s(model, cluster, c, training, cal)
+    stage_params = stage_params_per_gpu(model, c)
+    comm = step_comm_s(cluster, c, training, cal, stage_params)
     # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute.
     mb_with_traffic_s = overlapped_s(last_stage_mb_s, comm.per_micro_batch_s, cal.zero3_overlap)
-    off = offload_terms(model, cluster, c, training, cal, layers_per_stage, last_stage_mb_s, m)
+    off = offload_terms(model, cluster, c, layers_per_stage, stage_params)
     mb_total_s = overlapped_s(mb_with_traffic_s, off.per_micro_batch_s, cal.zero3_overlap)
 
     p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)
@@ -110,7 +112,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     }
     iteration_s = sum(breakdown.values())
 
-    mem = plan_memory(model, cluster, c, training, m, cal)
+    mem = plan_memory(model, cluster, c, training, m, cal, stage_params)
     model_flop = model_flop_per_iteration(model, training.global_batch)
     hw_flop = hardware_flop_per_iteration(model, training.global_batch, c.recompute)
     world = cluster.world_size

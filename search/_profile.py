@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from search._calibration import Calibration, default_calibration
 from search._cluster_spec import ClusterSpec
 from search._errors import SpecError
 
@@ -170,14 +169,12 @@ def fit_alpha_beta(samples: list[tuple[float, float]]) -> tuple[float, float]:
     return max(0.0, mean_y - slope * mean_x), 1.0 / slope
 
 
-def apply_profile(cluster: ClusterSpec, profile: HardwareProfile,
-                  calibration: Calibration | None = None) -> tuple[ClusterSpec, tuple[str, ...]]:
+def apply_profile(cluster: ClusterSpec, profile: HardwareProfile) -> tuple[ClusterSpec, tuple[str, ...]]:
     """The cluster with measured figures in place of preset ones, and a warning per fallback.
 
-    Measured bus bandwidths already include NCCL's efficiency, so they are stored divided by
-    the efficiency the collective model multiplies back in.
+    Node link fields hold achievable bus bandwidths, so measured ones replace them as they are
+    (an inter-node fit over fewer ranks per node than the node has is scaled to all its NICs).
     """
-    cal = calibration or default_calibration()
     gpu, node = cluster.gpu, cluster.node
     warnings: list[str] = []
     bf16 = [g.flop_per_s for g in profile.gemm if g.dtype in ("bf16", "fp16")]
@@ -188,12 +185,13 @@ def apply_profile(cluster: ClusterSpec, profile: HardwareProfile,
         warnings.append("no bf16/fp16 GEMM measurement: using the preset matmul efficiency")
     intra = profile.link("all_reduce", "intra_node")
     if intra:
-        node = replace(node, intra_node_bytes_per_s=intra.bus_bytes_per_s / cal.nvlink_efficiency)
+        node = replace(node, intra_node_bytes_per_s=intra.bus_bytes_per_s)
     else:
         warnings.append("no intra-node all-reduce measurement: using the preset NVLink bandwidth")
     inter = profile.link("all_reduce", "inter_node")
     if inter:
-        node = replace(node, inter_node_bytes_per_s=inter.bus_bytes_per_s / cal.network_efficiency)
+        node = replace(node, inter_node_bytes_per_s=inter.bus_bytes_per_s * cluster.node.gpus_per_node / inter.ranks
+                       if inter.ranks < cluster.node.gpus_per_node else inter.bus_bytes_per_s)
     else:
         warnings.append("no inter-node all-reduce measurement: using the preset network bandwidth")
     for attr, name in (("host_to_device_bytes_per_s", "pcie_bytes_per_s"),

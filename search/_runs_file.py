@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from search._cluster_presets import GPUS, NODES, gpu_preset
+from search._cluster_presets import GPUS, NETWORK_EFFICIENCY, NODES, NVLINK_RING_EFFICIENCY, gpu_preset
 from search._cluster_spec import ClusterSpec, NodeSpec
 from search._errors import SpecError
 from search._model_spec import Activation, ModelSpec
@@ -53,7 +53,7 @@ class CalibrationRun:
 
 
 def network_bytes_per_s(text: str | None) -> float | None:
-    """Per-node network bandwidth from a free-text description, or None.
+    """Per-node network line rate from a free-text description, or None.
 
     ``"8x 200 Gb/s HDR"`` -> 200e9 B/s; ``"4x Omni-Path 100 Gb/s"`` -> 50e9;
     ``"1600 Gbps node-node"`` -> 200e9.
@@ -77,10 +77,11 @@ def _node(cluster: dict[str, Any]) -> NodeSpec:
     node = replace(base, gpus_per_node=gpn,
                    inter_node_bytes_per_s=base.inter_node_bytes_per_s * gpn / base.gpus_per_node)
     if (net := network_bytes_per_s(cluster.get("network"))) is not None:
-        node = replace(node, inter_node_bytes_per_s=net)
+        node = replace(node, inter_node_bytes_per_s=net * NETWORK_EFFICIENCY)
     if m := _NVLINKS.search(cluster.get("network") or ""):
         # Nodes without NVSwitch (e.g. 4 NVLinks per GPU): the per-GPU NVLink bandwidth.
-        node = replace(node, intra_node_bytes_per_s=int(m.group(1)) * NVLINK_BYTES_PER_S_PER_LINK)
+        node = replace(node, intra_node_bytes_per_s=int(m.group(1)) * NVLINK_BYTES_PER_S_PER_LINK
+                       * NVLINK_RING_EFFICIENCY)
     if m := _RAM.search(cluster.get("network") or ""):
         node = replace(node, cpu_memory_bytes=int(m.group(1)) * (2**30 if m.group(2).upper() == "GB" else 2**40))
     return node

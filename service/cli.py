@@ -21,12 +21,15 @@ from search import (
     CLUSTER_PRESETS,
     AutoparError,
     ClusterSpec,
+    HardwareProfile,
     ModelSpec,
     ParallelConfig,
     SpecError,
     TrainingSpec,
+    apply_profile,
     cluster_preset,
     predict,
+    staleness,
 )
 from search._model_presets import MODEL_PRESETS
 from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
@@ -61,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--global-batch", type=int, required=True, metavar="N", help="sequences per optimizer step")
     p.add_argument("--precision", default="bf16", choices=PRECISIONS, help="mixed precision (default: bf16)")
     p.add_argument("--framework", default="megatron", choices=FRAMEWORKS, help="training runtime (default: megatron)")
+    p.add_argument("--profile", metavar="FILE.json",
+                   help="measured hardware profile (autopar profile): replaces preset speeds where measured")
+    p.add_argument("--profile-max-age-days", type=float, default=90.0, metavar="DAYS",
+                   help="warn when the profile is older than this (default: 90)")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.set_defaults(handler=_predict)
 
@@ -104,9 +111,17 @@ def describe(model: ModelSpec, cluster: ClusterSpec, c: ParallelConfig, t: Train
 def _predict(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     cluster = load_cluster(args.cluster, args.nodes)
+    notes: tuple[str, ...] = ()
+    if args.profile:
+        profile = HardwareProfile.load(args.profile)
+        stale = staleness(profile, cluster, args.profile_max_age_days)
+        cluster, fallbacks = apply_profile(cluster, profile)
+        notes = tuple(f"stale profile: {why}" for why in stale) + fallbacks
     config = parallel_config(args, cluster.world_size)
     training = TrainingSpec(global_batch=args.global_batch, precision=args.precision, framework=args.framework)
     prediction = predict(model, cluster, config, training)
+    if notes:
+        prediction = dataclasses.replace(prediction, warnings=prediction.warnings + notes)
     if args.json:
         print(json.dumps(prediction.to_dict(), indent=2))
     else:
