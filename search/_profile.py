@@ -37,6 +37,18 @@ class Fingerprint:
     cpu_memory_bytes: float = 0.0
     hostnames: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        for name in ("gpu_name", "created_at"):
+            text = getattr(self, name)
+            if not isinstance(text, str) or not text:
+                raise SpecError(f"HardwareProfile.fingerprint.{name}", f"{text!r} is not a non-empty string",
+                                "re-run `autopar profile`")
+        for name in ("gpu_count", "gpus_per_node"):
+            value = getattr(self, name)
+            if type(value) is not int or value <= 0:
+                raise SpecError(f"HardwareProfile.fingerprint.{name}", f"{value!r} is not a positive integer",
+                                "re-run `autopar profile`")
+
 
 @dataclass(frozen=True, slots=True)
 class GemmSample:
@@ -66,10 +78,13 @@ class LinkFit:
     scope: str
     """intra_node or inter_node."""
     ranks: int
+    """Ranks in the measured group."""
     latency_s: float
     bus_bytes_per_s: float
     samples: tuple[tuple[float, float], ...] = ()
     """Raw (size_bytes, time_s) measurements."""
+    ranks_per_node: int = 1
+    """Inter-node fits: GPUs of each node in the group, i.e. NICs (rails) the group used per node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +130,15 @@ class HardwareProfile:
             if not g.time_s > 0:
                 raise SpecError("HardwareProfile.gemm.time_s", f"{g.time_s!r} is not > 0", "drop the sample")
         for ln in links:
-            if not ln.bus_bytes_per_s > 0 or ln.latency_s < 0:
-                raise SpecError("HardwareProfile.links", f"{ln.collective}/{ln.scope} has a non-physical fit",
+            numbers = (ln.bus_bytes_per_s, ln.latency_s)
+            if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in numbers) or not (
+                    ln.bus_bytes_per_s > 0 and ln.latency_s >= 0 and ln.bus_bytes_per_s != float("inf")):
+                raise SpecError("HardwareProfile.links", f"{ln.collective}/{ln.scope} has a non-physical fit "
+                                f"(bus_bytes_per_s={ln.bus_bytes_per_s!r}, latency_s={ln.latency_s!r})",
                                 "re-run the collective benchmark")
+            if type(ln.ranks_per_node) is not int or not 1 <= ln.ranks_per_node <= ln.ranks:
+                raise SpecError("HardwareProfile.links.ranks_per_node", f"{ln.ranks_per_node!r} is not in 1..ranks",
+                                "give the number of GPUs per node in the measured group")
         rates: dict[str, float | None] = {}
         for name in ("host_to_device_bytes_per_s", "device_to_host_bytes_per_s", "nvme_read_bytes_per_s",
                      "nvme_write_bytes_per_s", "cpu_adam_params_per_s"):
@@ -151,18 +172,23 @@ class HardwareProfile:
 
 
 def fit_alpha_beta(samples: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares ``time = alpha + size / bandwidth``; returns (alpha_s, bandwidth_bytes_per_s).
+    """Fit ``time = alpha + size / bandwidth``; returns (alpha_s, bandwidth_bytes_per_s).
 
-    Hockney 1994. Raises if fewer than two distinct sizes or a non-positive slope.
+    Hockney 1994 model, weighted least squares on relative residuals (weights 1/time^2):
+    timing noise is proportional to the time, so unweighted fits let the largest messages
+    swamp the latency. Raises if fewer than two distinct sizes or a non-positive slope.
     """
     sizes = [s for s, _ in samples]
     if len(set(sizes)) < 2:
         raise ValueError("alpha-beta fit needs at least two distinct message sizes")
-    n = float(len(samples))
-    mean_x = sum(sizes) / n
-    mean_y = sum(t for _, t in samples) / n
-    sxx = sum((s - mean_x) ** 2 for s in sizes)
-    sxy = sum((s - mean_x) * (t - mean_y) for s, t in samples)
+    weights = [1.0 / (t * t) if t > 0 else 0.0 for _, t in samples]
+    total = sum(weights)
+    if total <= 0:
+        raise ValueError("alpha-beta fit: times must be positive")
+    mean_x = sum(w * s for w, (s, _) in zip(weights, samples, strict=True)) / total
+    mean_y = sum(w * t for w, (_, t) in zip(weights, samples, strict=True)) / total
+    sxx = sum(w * (s - mean_x) ** 2 for w, (s, _) in zip(weights, samples, strict=True))
+    sxy = sum(w * (s - mean_x) * (t - mean_y) for w, (s, t) in zip(weights, samples, strict=True))
     slope = sxy / sxx
     if slope <= 0:
         raise ValueError("alpha-beta fit: time does not grow with size; measure larger messages")
@@ -173,7 +199,7 @@ def apply_profile(cluster: ClusterSpec, profile: HardwareProfile) -> tuple[Clust
     """The cluster with measured figures in place of preset ones, and a warning per fallback.
 
     Node link fields hold achievable bus bandwidths, so measured ones replace them as they are
-    (an inter-node fit over fewer ranks per node than the node has is scaled to all its NICs).
+    (an inter-node fit over ``ranks_per_node`` rails is scaled to the node's one rail per GPU).
     """
     gpu, node = cluster.gpu, cluster.node
     warnings: list[str] = []
@@ -190,8 +216,8 @@ def apply_profile(cluster: ClusterSpec, profile: HardwareProfile) -> tuple[Clust
         warnings.append("no intra-node all-reduce measurement: using the preset NVLink bandwidth")
     inter = profile.link("all_reduce", "inter_node")
     if inter:
-        node = replace(node, inter_node_bytes_per_s=inter.bus_bytes_per_s * cluster.node.gpus_per_node / inter.ranks
-                       if inter.ranks < cluster.node.gpus_per_node else inter.bus_bytes_per_s)
+        # The fit used ranks_per_node rails per node; the node has one per GPU.
+        node = replace(node, inter_node_bytes_per_s=inter.bus_bytes_per_s * node.gpus_per_node / inter.ranks_per_node)
     else:
         warnings.append("no inter-node all-reduce measurement: using the preset network bandwidth")
     for attr, name in (("host_to_device_bytes_per_s", "pcie_bytes_per_s"),
@@ -222,6 +248,7 @@ def staleness(profile: HardwareProfile, cluster: ClusterSpec, max_age_days: floa
         reasons.append(f"measured {age_days:.0f} days ago (older than {max_age_days:.0f})")
     if fp.gpus_per_node != cluster.node.gpus_per_node:
         reasons.append(f"measured on {fp.gpus_per_node} GPUs per node, the cluster has {cluster.node.gpus_per_node}")
-    if cluster.gpu.name.split("-")[0] not in fp.gpu_name.lower():
+    measured = fp.gpu_name.lower().replace("nvidia", "").replace("_", "-").replace(" ", "-")
+    if not all(token in measured for token in cluster.gpu.name.lower().split("-")):
         reasons.append(f"measured on {fp.gpu_name!r}, the cluster has {cluster.gpu.name!r}")
     return tuple(reasons)

@@ -1,0 +1,285 @@
+"""Behaviour of ``search.predict`` on presets: sums, rates, feasibility and the direction of each lever."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import NamedTuple
+
+import pytest
+
+from search import (
+    ClusterSpec,
+    ModelSpec,
+    ParallelConfig,
+    Prediction,
+    SpecError,
+    TrainingSpec,
+    cluster_preset,
+    model_preset,
+    predict,
+)
+
+GiB = 2**30
+A100 = "dgx-a100-80gb"
+MODEL_STATES = ("weights", "gradients", "optimizer_states", "gathered_params")
+
+# (model, cluster, nodes, config, training): a spread of policies that predict must handle.
+CASES = [
+    ("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=1), TrainingSpec(global_batch=512)),
+    ("gpt-39b", A100, 2, ParallelConfig(dp=2, tp=4, pp=2, vp=2, sp=True, recompute="selective"),
+     TrainingSpec(global_batch=512)),
+    ("gpt3-175b", A100, 8, ParallelConfig(dp=1, tp=8, pp=8, sp=True, recompute="full"),
+     TrainingSpec(global_batch=256)),
+    ("llama3-70b", "dgx-h100", 4, ParallelConfig(dp=4, tp=8, cp=1, sp=True, zero_stage=1, recompute="selective"),
+     TrainingSpec(global_batch=64)),
+    ("llama3-8b", "dgx-h100", 1, ParallelConfig(dp=4, tp=2, sp=True, zero_stage=3),
+     TrainingSpec(global_batch=64, framework="fsdp")),
+    ("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=3, offload_optimizer="cpu", offload_param="cpu",
+                                         recompute="full"),
+     TrainingSpec(global_batch=64, framework="deepspeed")),
+    ("mpt-7b", "dgx-h100", 1, ParallelConfig(dp=8, zero_stage=3, offload_optimizer="nvme"),
+     TrainingSpec(global_batch=64, framework="deepspeed", precision="fp8")),
+    ("bloom-176b", A100, 10, ParallelConfig(dp=4, tp=4, pp=5, micro_batch=2, zero_stage=1),
+     TrainingSpec(global_batch=192, framework="megatron-deepspeed")),
+]
+CASE_IDS = [f"{m}-{c}x{n}-{t.framework}" for m, c, n, _, t in CASES]
+
+
+def run(model: str, cluster: str, nodes: int, config: ParallelConfig, training: TrainingSpec) -> Prediction:
+    return predict(model_preset(model), cluster_preset(cluster, nodes), config, training)
+
+
+class Case(NamedTuple):
+    model: ModelSpec
+    cluster: ClusterSpec
+    config: ParallelConfig
+    training: TrainingSpec
+    prediction: Prediction
+
+
+@pytest.fixture(scope="module", params=CASES, ids=CASE_IDS)
+def case(request: pytest.FixtureRequest) -> Case:
+    model, cluster, nodes, config, training = request.param
+    spec, hardware = model_preset(model), cluster_preset(cluster, nodes)
+    return Case(spec, hardware, config, training, predict(spec, hardware, config, training))
+
+
+# ---------------------------------------------------------------- accounting identities
+
+
+def test_time_breakdown_sums_to_iteration_time(case: Case) -> None:
+    p = case.prediction
+    assert sum(p.time_breakdown_s.values()) == pytest.approx(p.iteration_time_s, rel=1e-9)
+    assert p.iteration_time_s > 0
+    assert all(v >= 0 and math.isfinite(v) for v in p.time_breakdown_s.values()), p.time_breakdown_s
+
+
+def test_memory_breakdown_sums_to_peak(case: Case) -> None:
+    p = case.prediction
+    assert sum(p.memory_breakdown_bytes.values()) == pytest.approx(p.peak_memory_bytes_per_gpu, rel=1e-9)
+    assert all(v >= 0 and math.isfinite(v) for v in p.memory_breakdown_bytes.values())
+    assert p.memory_headroom_bytes == pytest.approx(p.gpu_memory_bytes - p.peak_memory_bytes_per_gpu, rel=1e-12)
+    assert p.gpu_memory_bytes == case.cluster.gpu.memory_bytes
+
+
+def test_tokens_per_second(case: Case) -> None:
+    p = case.prediction
+    expected = case.training.global_batch * case.model.seq_len / p.iteration_time_s
+    assert p.tokens_per_s == pytest.approx(expected, rel=1e-12)
+
+
+def test_mfu_and_hfu_definitions(case: Case) -> None:
+    """MFU = model FLOPs / (time x GPUs x dense peak of the training precision)."""
+    p = case.prediction
+    world = case.cluster.world_size
+    peak = case.cluster.gpu.peak_flop_per_s(case.training.precision)
+    assert p.mfu == pytest.approx(p.model_flop_per_iteration / (p.iteration_time_s * world * peak), rel=1e-12)
+    assert p.hfu == pytest.approx(p.hardware_flop_per_iteration / (p.iteration_time_s * world * peak), rel=1e-12)
+    assert p.model_tflop_per_s_per_gpu == pytest.approx(
+        p.model_flop_per_iteration / p.iteration_time_s / world / 1e12, rel=1e-12)
+    assert 0 < p.mfu <= p.hfu < 1
+    if case.config.recompute == "none":
+        assert p.hfu == p.mfu
+
+
+def test_num_micro_batches(case: Case) -> None:
+    c = case.config
+    assert case.prediction.num_micro_batches == case.training.global_batch // (c.dp * c.micro_batch)
+
+
+def test_prediction_is_deterministic(case: Case) -> None:
+    again = predict(case.model, case.cluster, case.config, case.training)
+    assert again == case.prediction
+    assert again.to_dict() == case.prediction.to_dict()
+
+
+def test_to_dict_is_json_and_names_the_bottleneck(case: Case) -> None:
+    p = case.prediction
+    data = p.to_dict()
+    text = json.dumps(data, allow_nan=False)
+    back = json.loads(text)
+    assert back["bottleneck"] == p.bottleneck == max(p.time_breakdown_s, key=p.time_breakdown_s.__getitem__)
+    assert back["bottleneck"] in back["time_breakdown_s"]
+    assert back["iteration_time_s"] == p.iteration_time_s
+    assert back["memory_headroom_bytes"] == p.memory_headroom_bytes
+    assert isinstance(back["reasons"], list) and isinstance(back["warnings"], list)
+    assert back["feasible"] is p.feasible
+
+
+def test_explain_is_text(case: Case) -> None:
+    p = case.prediction
+    text = p.explain()
+    assert "iteration time" in text and "peak GPU memory" in text
+    assert ("NOT feasible" in text) is (not p.feasible)
+
+
+def test_feasible_means_it_fits(case: Case) -> None:
+    p = case.prediction
+    assert p.feasible is (not p.reasons)
+    if p.feasible:
+        assert p.peak_memory_bytes_per_gpu <= p.gpu_memory_bytes
+
+
+# ---------------------------------------------------------------- feasibility
+
+
+def test_one_trillion_parameters_on_one_node_without_zero_is_infeasible() -> None:
+    p = run("gpt-1t", A100, 1, ParallelConfig(dp=8), TrainingSpec(global_batch=64))
+    assert not p.feasible
+    assert p.reasons
+    assert "GiB" in p.reasons[0]
+    assert p.peak_memory_bytes_per_gpu > 10 * p.gpu_memory_bytes
+    assert p.memory_headroom_bytes < 0
+    # The time is still predicted, so a search can rank it.
+    assert p.iteration_time_s > 0
+
+
+def test_cpu_memory_shortfall_is_a_reason() -> None:
+    """ZeRO-3 with optimizer and parameter offload of a 175B model on one 1 TiB node."""
+    p = run("gpt3-175b", A100, 1, ParallelConfig(dp=8, zero_stage=3, offload_optimizer="cpu", offload_param="cpu",
+                                                recompute="full"),
+            TrainingSpec(global_batch=64, framework="deepspeed"))
+    assert not p.feasible
+    assert any("CPU memory" in r and "GiB" in r for r in p.reasons)
+
+
+def test_incompatible_config_raises_spec_error() -> None:
+    with pytest.raises(SpecError, match=r"^ParallelConfig: dp\*tp\*pp\*cp"):
+        run("gpt-7.5b", A100, 2, ParallelConfig(dp=8), TrainingSpec(global_batch=64))
+    with pytest.raises(SpecError, match=r"^ParallelConfig\.tp"):
+        run("llama3-70b", "dgx-h100", 2, ParallelConfig(tp=16), TrainingSpec(global_batch=64))
+
+
+# ---------------------------------------------------------------- the levers
+
+
+def test_doubling_dp_halves_micro_batches_and_reduces_compute_time() -> None:
+    training = TrainingSpec(global_batch=512)
+    one = run("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=1, recompute="full"), training)
+    two = run("gpt-7.5b", A100, 2, ParallelConfig(dp=16, zero_stage=1, recompute="full"), training)
+    assert two.num_micro_batches * 2 == one.num_micro_batches
+    assert two.time_breakdown_s["compute"] < one.time_breakdown_s["compute"]
+    assert two.time_breakdown_s["compute"] == pytest.approx(one.time_breakdown_s["compute"] / 2, rel=1e-9)
+    assert two.iteration_time_s < one.iteration_time_s
+    assert two.tokens_per_s > one.tokens_per_s
+    # Same work, same FLOPs.
+    assert two.model_flop_per_iteration == one.model_flop_per_iteration
+
+
+@pytest.mark.parametrize(("model", "cluster", "nodes", "config"), [
+    ("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=1)),
+    ("gpt-39b", A100, 2, ParallelConfig(dp=2, tp=4, pp=2, sp=True)),
+    ("llama3-8b", "dgx-h100", 1, ParallelConfig(dp=4, tp=2, zero_stage=1)),
+])
+def test_full_recompute_costs_time_and_saves_activation_memory(model: str, cluster: str, nodes: int,
+                                                                config: ParallelConfig) -> None:
+    training = TrainingSpec(global_batch=64)
+    base = run(model, cluster, nodes, config, training)
+    full = run(model, cluster, nodes, _with(config, recompute="full"), training)
+    assert full.iteration_time_s > base.iteration_time_s
+    assert full.time_breakdown_s["recompute"] > 0 == base.time_breakdown_s["recompute"]
+    assert full.memory_breakdown_bytes["activations"] < base.memory_breakdown_bytes["activations"]
+    assert full.hardware_flop_per_iteration > base.hardware_flop_per_iteration
+    assert full.model_flop_per_iteration == base.model_flop_per_iteration
+    assert full.hfu > full.mfu
+
+
+def test_zero_stages_reduce_model_state_memory_monotonically() -> None:
+    training = TrainingSpec(global_batch=64, framework="deepspeed")
+    states = []
+    for stage in (0, 1, 2, 3):
+        p = run("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=stage), training)
+        states.append(sum(p.memory_breakdown_bytes[k] for k in MODEL_STATES))
+    assert states[0] > states[1] > states[2] > states[3], [s / GiB for s in states]
+    # DeepSpeed accounting, P parameters over 8 GPUs: 20P, 4P + 16P/8, 2P + 18P/8, 18P/8 + 4 x largest layer.
+    m = model_preset("gpt-7.5b")
+    P = m.params
+    assert states[0] == pytest.approx(20 * P, rel=1e-12)
+    assert states[2] == pytest.approx(2 * P + 18 * P / 8, rel=1e-12)
+    assert states[3] == pytest.approx(18 * P / 8 + 4 * m.largest_layer_params, rel=1e-12)
+
+
+@pytest.mark.parametrize("pp", [2, 4])
+def test_interleaving_shrinks_the_pipeline_bubble(pp: int) -> None:
+    """Narayanan et al. 2021 Sec. 2.2: bubble = (p - 1)/v x (time of one micro-batch on a stage)."""
+    training = TrainingSpec(global_batch=512)
+    model, cluster = "gpt-39b", A100  # 48 layers
+    nodes = pp  # tp = 8, dp = 1
+    results = {vp: run(model, cluster, nodes, ParallelConfig(tp=8, pp=pp, vp=vp, sp=True), training)
+               for vp in (1, 2, 4)}
+    bubbles = {vp: p.time_breakdown_s["pipeline_bubble"] for vp, p in results.items()}
+    assert bubbles[1] > bubbles[2] > bubbles[4] > 0
+    # Undo the (p-1)/v factor: what remains is the stage time of one micro-batch (plus its
+    # point-to-point transfers, which interleaving multiplies by v) and must not depend on v.
+    stage_times = {vp: bubbles[vp] * vp / (pp - 1) - p.time_breakdown_s["pp_p2p"] / p.num_micro_batches
+                   for vp, p in results.items()}
+    assert stage_times[2] == pytest.approx(stage_times[1], rel=1e-9)
+    assert stage_times[4] == pytest.approx(stage_times[1], rel=1e-9)
+    assert results[2].time_breakdown_s["pp_p2p"] == pytest.approx(2 * results[1].time_breakdown_s["pp_p2p"],
+                                                                  rel=1e-9)
+
+
+def test_no_pipeline_no_bubble() -> None:
+    p = run("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=1), TrainingSpec(global_batch=64))
+    assert p.time_breakdown_s["pipeline_bubble"] == 0.0
+    assert p.time_breakdown_s["pp_p2p"] == 0.0
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_optimizer_offload_moves_optimizer_states_to_the_host(stage: int) -> None:
+    training = TrainingSpec(global_batch=64, framework="deepspeed")
+    on_gpu = run("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=stage), training)
+    offloaded = run("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=stage, offload_optimizer="cpu"), training)
+    assert on_gpu.memory_breakdown_bytes["optimizer_states"] > 0
+    assert offloaded.memory_breakdown_bytes["optimizer_states"] == 0.0
+    assert on_gpu.cpu_memory_bytes_per_node == 0.0
+    # fp32 master, m, v and fp32 gradient (16 bytes) of each GPU's P/8 shard, 8 GPUs, x 1.5 buffer.
+    P = model_preset("gpt-7.5b").params
+    assert offloaded.cpu_memory_bytes_per_node == pytest.approx(16 * P * 1.5, rel=1e-12)
+    assert offloaded.peak_memory_bytes_per_gpu < on_gpu.peak_memory_bytes_per_gpu
+    assert offloaded.time_breakdown_s["offload_transfer"] + offloaded.time_breakdown_s["optimizer"] > 0
+
+
+def test_nvme_offload_uses_nvme_not_host_memory_for_states() -> None:
+    training = TrainingSpec(global_batch=64, framework="deepspeed")
+    cpu = run("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=3, offload_optimizer="cpu"), training)
+    nvme = run("gpt-7.5b", A100, 1, ParallelConfig(dp=8, zero_stage=3, offload_optimizer="nvme"), training)
+    P = model_preset("gpt-7.5b").params
+    assert nvme.nvme_bytes_per_node == pytest.approx(16 * P, rel=1e-12)
+    assert cpu.nvme_bytes_per_node == 0.0
+    assert nvme.cpu_memory_bytes_per_node < cpu.cpu_memory_bytes_per_node
+
+
+def test_more_gpus_for_tensor_parallelism_cut_per_gpu_weights() -> None:
+    training = TrainingSpec(global_batch=64)
+    tp1 = run("llama3-70b", "dgx-h100", 1, ParallelConfig(dp=8, zero_stage=1), training)
+    tp8 = run("llama3-70b", "dgx-h100", 8, ParallelConfig(dp=8, tp=8, zero_stage=1), training)
+    # (the final norm is not split by tp: a 1e-7 effect)
+    assert tp8.memory_breakdown_bytes["weights"] == pytest.approx(tp1.memory_breakdown_bytes["weights"] / 8, rel=1e-6)
+    assert tp8.time_breakdown_s["tp_comm"] > 0 == tp1.time_breakdown_s["tp_comm"]
+
+
+def _with(config: ParallelConfig, **changes: object) -> ParallelConfig:
+    return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
