@@ -35,6 +35,9 @@ class GPUSpec:
     attention_efficiency: float = 0.6
     """Best fraction of dense peak FlashAttention-2 reaches on this GPU (forward + backward,
     FLOPs counted as executed); Dao 2023: 230/312 on A100, 335/989 on H100."""
+    gemm_flop_per_s_by_size: tuple[tuple[float, float], ...] = ()
+    """Measured 16-bit GEMM throughput as (FLOPs per GEMM, FLOP/s) pairs sorted by size, from a
+    hardware profile; empty means the preset roofline (matmul_efficiency x peak, tile-quantised)."""
 
     def __post_init__(self) -> None:
         owner = f"GPUSpec({self.name})"

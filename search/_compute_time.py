@@ -9,6 +9,8 @@ HBM bandwidth.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
 from search._calibration import Calibration
@@ -50,10 +52,25 @@ class Kernels:
     hbm_bytes_per_s: float
     """Achievable HBM bandwidth of memory-bound kernels."""
     gemm_overhead_s: float
+    measured_gemm: tuple[tuple[float, float], ...] = ()
+    """(log FLOPs, FLOP/s) of measured GEMMs, sorted; used instead of the roofline when present."""
+
+
+def measured_gemm_flop_per_s(flop: float, table: tuple[tuple[float, float], ...]) -> float:
+    """Throughput at ``flop`` by linear interpolation in log(FLOPs) between measured GEMMs,
+    clamped to the smallest and largest measured sizes."""
+    x = math.log(flop)
+    if x <= table[0][0]:
+        return table[0][1]
+    for (x0, y0), (x1, y1) in itertools.pairwise(table):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+    return table[-1][1]
 
 
 def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_efficiency: float,
-                 hbm_bytes_per_s: float, cal: Calibration, fp8: bool, fp32_flop_per_s: float) -> Kernels:
+                 hbm_bytes_per_s: float, cal: Calibration, fp8: bool, fp32_flop_per_s: float,
+                 measured_gemm: tuple[tuple[float, float], ...] = ()) -> Kernels:
     """Combine datasheet peaks with the achievable fractions (measured, or fitted globally).
 
     FlashAttention runs at the GPU's best attention fraction times the fitted share of it
@@ -66,6 +83,7 @@ def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_eff
         attention_flop_per_s=peak_flop_per_s * attention_efficiency * cal.attention_efficiency,
         hbm_bytes_per_s=hbm_bytes_per_s * cal.hbm_efficiency,
         gemm_overhead_s=cal.gemm_overhead_s,
+        measured_gemm=tuple((math.log(f), r * (cal.fp8_gemm_speedup if fp8 else 1.0)) for f, r in measured_gemm),
     )
 
 
@@ -87,6 +105,9 @@ def tile_efficiency(m: float, n: float, k: float) -> float:
 def gemm_time_s(m: float, n: float, k: float, kernels: Kernels) -> float:
     """One (m x k) @ (k x n) GEMM in 16-bit: roofline of 2mnk FLOPs (tile-quantised) and
     2(mk + kn + mn) bytes, plus a fixed kernel overhead."""
+    if kernels.measured_gemm:
+        flop = 2.0 * m * n * k
+        return flop / measured_gemm_flop_per_s(flop, kernels.measured_gemm) + kernels.gemm_overhead_s
     flop = 2.0 * m * n * k / tile_efficiency(m, n, k)
     traffic = ACT_BYTES * (m * k + k * n + m * n)
     return max(flop / kernels.matmul_flop_per_s, traffic / kernels.hbm_bytes_per_s) + kernels.gemm_overhead_s

@@ -52,7 +52,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     gpu = cluster.gpu
     peak = gpu.peak_flop_per_s("fp16" if training.precision == "fp16" else "bf16")
     kernels = make_kernels(peak, gpu.matmul_efficiency, gpu.attention_efficiency, gpu.hbm_bytes_per_s, cal,
-                           training.precision == "fp8", gpu.fp32_flop_per_s)
+                           training.precision == "fp8", gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size)
     m = training.global_batch // (c.dp * c.micro_batch)
     tokens = c.micro_batch * model.seq_len / c.cp
     layers_per_stage = model.layers // c.pp

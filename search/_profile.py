@@ -203,10 +203,14 @@ def apply_profile(cluster: ClusterSpec, profile: HardwareProfile) -> tuple[Clust
     """
     gpu, node = cluster.gpu, cluster.node
     warnings: list[str] = []
-    bf16 = [g.flop_per_s for g in profile.gemm if g.dtype in ("bf16", "fp16")]
-    if bf16:
-        peak = gpu.fp16_flop_per_s
-        gpu = replace(gpu, matmul_efficiency=min(1.0, max(bf16) / peak))
+    half = [g for g in profile.gemm if g.dtype in ("bf16", "fp16")]
+    if half:
+        best = max(g.flop_per_s for g in half)
+        by_size: dict[float, list[float]] = {}
+        for g in half:
+            by_size.setdefault(2.0 * g.m * g.n * g.k, []).append(g.flop_per_s)
+        table = tuple(sorted((flop, sorted(rates)[len(rates) // 2]) for flop, rates in by_size.items()))
+        gpu = replace(gpu, matmul_efficiency=min(1.0, best / gpu.fp16_flop_per_s), gemm_flop_per_s_by_size=table)
     else:
         warnings.append("no bf16/fp16 GEMM measurement: using the preset matmul efficiency")
     intra = profile.link("all_reduce", "intra_node")

@@ -436,3 +436,29 @@ def test_profile_of_another_gpu_variant_is_stale() -> None:
     forty = full_profile(fingerprint=fingerprint(gpu_name="NVIDIA A100-SXM4-40GB"))
     reasons = staleness(forty, cluster_preset("dgx-a100-80gb", 2), now=NOW)
     assert len(reasons) == 1 and "A100-SXM4-40GB" in reasons[0]
+
+
+def test_measured_gemm_table_replaces_the_roofline() -> None:
+    """A profile's GEMM sweep drives GEMM time: interpolated in log(FLOPs), clamped at the ends."""
+    from search._calibration import Calibration
+    from search._compute_time import gemm_time_s, make_kernels
+
+    small, large = 2.0 * 1024**3, 2.0 * 8192**3
+    table = ((small, 100e12), (large, 250e12))
+    cal = Calibration(gemm_overhead_s=0.0)
+    kernels = make_kernels(312e12, 0.87, 0.73, 2.0e12, cal, False, 19.5e12, table)
+    assert gemm_time_s(8192, 8192, 8192, kernels) == pytest.approx(large / 250e12, rel=1e-12)
+    assert gemm_time_s(1024, 1024, 1024, kernels) == pytest.approx(small / 100e12, rel=1e-12)
+    assert gemm_time_s(512, 512, 512, kernels) == pytest.approx(2.0 * 512**3 / 100e12, rel=1e-12)
+    mid = 2.0 * 2896**3  # about halfway in log(FLOPs)
+    rate = mid / gemm_time_s(2896, 2896, 2896, kernels)
+    assert 160e12 < rate < 190e12
+
+
+def test_apply_profile_keeps_the_median_rate_per_gemm_size() -> None:
+    samples = (GemmSample(N, N, N, "bf16", 2.0 * N**3 / 260e12), GemmSample(N, N, N, "bf16", GEMM_TIME_S),
+               GemmSample(N, N, N, "bf16", 2.0 * N**3 / 280e12), GemmSample(1024, 1024, 1024, "bf16", 1e-4))
+    measured, _ = apply_profile(cluster_preset("dgx-a100-80gb"), full_profile(gemm=samples))
+    table = measured.gpu.gemm_flop_per_s_by_size
+    assert [flop for flop, _ in table] == sorted(flop for flop, _ in table)
+    assert dict(table)[2.0 * N**3] == pytest.approx(GEMM_FLOP_PER_S, rel=1e-12)
