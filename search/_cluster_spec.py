@@ -46,6 +46,15 @@ class GPUSpec:
         for name in ("bf16_flop_per_s", "tf32_flop_per_s", "fp8_flop_per_s"):
             if getattr(self, name) is not None:
                 positive_number(owner, name, getattr(self, name))
+        try:
+            table = tuple((float(f), float(r)) for f, r in self.gemm_flop_per_s_by_size)
+        except (TypeError, ValueError):
+            raise SpecError(f"{owner}.gemm_flop_per_s_by_size", "is not a list of [flop, flop_per_s] pairs",
+                            "give measured pairs, or leave it empty") from None
+        if any(not (f > 0 and r > 0) for f, r in table) or list(table) != sorted(table):
+            raise SpecError(f"{owner}.gemm_flop_per_s_by_size", "needs positive pairs sorted by FLOPs",
+                            "sort the measured GEMMs by size")
+        object.__setattr__(self, "gemm_flop_per_s_by_size", table)
         for name in ("matmul_efficiency", "attention_efficiency"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:

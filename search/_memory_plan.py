@@ -39,17 +39,17 @@ class MemoryPlan:
 
 
 def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
-                     held: float, last: bool, cal: Calibration) -> dict[str, float]:
+                     held: float, last: bool, cal: Calibration, per_layer: float, working: float) -> dict[str, float]:
+    """Components of one stage; ``per_layer`` = stored activation bytes per layer and micro-batch,
+    ``working`` = the transient bytes of one recomputed layer."""
     c = config
     states = model_state_bytes(
         training.framework, c.zero_stage, c.dp * c.cp, params, model.largest_layer_params / c.tp,
         model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param,
     )
-    per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute)
     stored = per_layer * (model.layers // c.pp) * held
     if c.offload_param != "none" and c.recompute == "full":
         stored = 0.0  # ZeRO-Infinity keeps the activation checkpoints in host memory
-    working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp) if c.recompute == "full" else 0.0
     if c.pp > 1:
         working += pipeline_buffer_bytes(model, c.micro_batch, c.cp, held)
     if last:
@@ -73,8 +73,11 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     c = config
     first_params, last_params = stage_params
     held = in_flight_micro_batches(c.pp, c.vp, num_micro_batches)
-    first = _stage_breakdown(model, c, training, first_params, held, c.pp == 1, cal)
-    last = _stage_breakdown(model, c, training, last_params, 1.0, True, cal) if c.pp > 1 else first
+    per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute)
+    working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp) if c.recompute == "full" else 0.0
+    first = _stage_breakdown(model, c, training, first_params, held, c.pp == 1, cal, per_layer, working)
+    last = (_stage_breakdown(model, c, training, last_params, 1.0, True, cal, per_layer, working)
+            if c.pp > 1 else first)
     breakdown = first if sum(first.values()) >= sum(last.values()) else last
     peak = sum(breakdown.values())
 

@@ -10,8 +10,10 @@ Each term is the part on the critical path (exposed), in seconds.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from search._calibration import Calibration, default_calibration
-from search._cluster_spec import ClusterSpec
+from search._cluster_spec import ClusterSpec, GPUSpec
 from search._comm_terms import (
     StepComm,
     cp_comm_per_layer_s,
@@ -19,7 +21,7 @@ from search._comm_terms import (
     step_comm_s,
     tp_comm_per_layer_s,
 )
-from search._compute_time import layer_times, lm_head_time_s, make_kernels, optimizer_step_time_s
+from search._compute_time import Kernels, layer_times, lm_head_time_s, make_kernels, optimizer_step_time_s
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
 from search._memory_plan import plan_memory
 from search._model_spec import ModelSpec
@@ -38,6 +40,15 @@ def overlapped_s(compute_s: float, traffic_s: float, overlap: float) -> float:
     return max(compute_s, traffic_s) + (1.0 - overlap) * min(compute_s, traffic_s)
 
 
+@lru_cache(maxsize=64)
+def _kernels(gpu: GPUSpec, precision: str, cal: Calibration) -> Kernels:
+    """Achievable kernel rates of ``gpu`` in ``precision`` (cached: a search predicts thousands of
+    configurations on the same GPU)."""
+    peak = gpu.peak_flop_per_s("fp16" if precision == "fp16" else "bf16")
+    return make_kernels(peak, gpu.matmul_efficiency, gpu.attention_efficiency, gpu.hbm_bytes_per_s, cal,
+                        precision == "fp8", gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size)
+
+
 def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
             calibration: Calibration | None = None) -> Prediction:
     """Predict one optimizer step of ``model`` trained with ``config`` on ``cluster``.
@@ -51,8 +62,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     c = config
     gpu = cluster.gpu
     peak = gpu.peak_flop_per_s("fp16" if training.precision == "fp16" else "bf16")
-    kernels = make_kernels(peak, gpu.matmul_efficiency, gpu.attention_efficiency, gpu.hbm_bytes_per_s, cal,
-                           training.precision == "fp8", gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size)
+    kernels = _kernels(gpu, training.precision, cal)
     m = training.global_batch // (c.dp * c.micro_batch)
     tokens = c.micro_batch * model.seq_len / c.cp
     layers_per_stage = model.layers // c.pp
