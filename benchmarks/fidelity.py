@@ -59,7 +59,7 @@ def evaluate(runs: list[CalibrationRun], calibration: Calibration | None = None)
     for run in runs:
         try:
             p = predict(run.model, run.cluster, run.config, run.training, calibration)
-        except ValueError as exc:
+        except (ValueError, KeyError) as exc:
             out.append(RunResult(run, float("nan"), float("nan"), False, str(exc)))
             continue
         out.append(RunResult(run, p.iteration_time_s, p.peak_memory_bytes_per_gpu, p.feasible))

@@ -59,7 +59,8 @@ def time_objective(cal: Calibration, runs: list[CalibrationRun]) -> float:
     """Mean of per-source MAPE plus overall MAPE (percent)."""
     by_source: dict[str, list[float]] = defaultdict(list)
     for run in runs:
-        assert run.iteration_time_s is not None
+        if run.iteration_time_s is None:
+            continue
         t = predict(run.model, run.cluster, run.config, run.training, cal).iteration_time_s
         by_source[_source(run)].append(abs(t - run.iteration_time_s) / run.iteration_time_s * 100)
     all_errors = [e for es in by_source.values() for e in es]
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             "fitted_at": datetime.now(UTC).strftime("%Y-%m-%d"),
             "method": "scipy differential_evolution, objective = mean per-source time MAPE + overall MAPE; "
                       "memory constants on measured peak memory with an OOM-agreement penalty",
+            "fitted": sorted([*TIME_BOUNDS, *MEMORY_BOUNDS]),
+            "fixed": sorted(k for k in constants if k not in TIME_BOUNDS and k not in MEMORY_BOUNDS),
             "constants": constants,
         }
         CALIBRATION_PATH.write_text(json.dumps(payload, indent=2) + "\n")

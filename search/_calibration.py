@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
+from search._errors import SpecError
+
 CALIBRATION_PATH = Path(__file__).with_name("calibration.json")
 
 
@@ -53,6 +55,29 @@ class Calibration:
     """Fixed per-GPU memory outside the model: CUDA context, NCCL buffers, workspace."""
     memory_fragmentation: float = 1.1
     """Allocator reserve over allocated bytes (PyTorch caching allocator, nvidia-smi figures)."""
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+FRACTIONS = ("hbm_efficiency", "attention_efficiency", "zero3_efficiency", "deepspeed_zero3_efficiency")
+OVERLAPS = ("zero3_overlap", "dp_overlap")
+
+
+def _validate(cal: Calibration) -> None:
+    for f in fields(cal):
+        value = getattr(cal, f.name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
+            raise SpecError(f"Calibration.{f.name}", f"{value!r} is not a number >= 0", "refit or restore the default")
+    for name in FRACTIONS:
+        if not 0 < getattr(cal, name) <= 1:
+            raise SpecError(f"Calibration.{name}", f"{getattr(cal, name)!r} is outside (0, 1]", "give a fraction")
+    for name in OVERLAPS:
+        if getattr(cal, name) > 1:
+            raise SpecError(f"Calibration.{name}", f"{getattr(cal, name)!r} is above 1", "give a fraction in [0, 1]")
+    if cal.fp8_gemm_speedup < 1 or cal.memory_fragmentation < 1:
+        raise SpecError("Calibration", "fp8_gemm_speedup and memory_fragmentation must be >= 1",
+                        "refit or restore the defaults")
 
 
 @lru_cache(maxsize=1)

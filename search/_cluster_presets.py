@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from search._cluster_spec import ClusterSpec, GPUSpec, NodeSpec
 from search._errors import UnknownPresetError
+from search._units import GiB, TiB
 
-GiB = 2**30
-TiB = 2**40
 NVLINK_RING_EFFICIENCY = 0.78
 """NCCL ring all-reduce bus bandwidth over NVLink line rate per direction (232/300 on DGX A100)."""
 NETWORK_EFFICIENCY = 0.96

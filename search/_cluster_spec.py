@@ -63,16 +63,18 @@ class GPUSpec:
 
     def peak_flop_per_s(self, dtype: Dtype) -> float:
         """Dense peak for ``dtype``; raises if the GPU lacks that tensor-core type."""
-        value = {
+        peaks = {
             "fp8": self.fp8_flop_per_s,
             "fp16": self.fp16_flop_per_s,
             "bf16": self.bf16_flop_per_s,
             "tf32": self.tf32_flop_per_s,
             "fp32": self.fp32_flop_per_s,
-        }[dtype]
+        }
+        value = peaks[dtype]
         if value is None:
+            supported = [d for d in ("fp8", "bf16", "fp16") if peaks[d] is not None]
             raise SpecError("TrainingSpec.precision", f"{self.name} has no {dtype} tensor cores",
-                            "use fp16 (or a GPU that supports this precision)")
+                            f"use one of: {', '.join(supported)}")
         return value
 
 

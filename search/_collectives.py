@@ -40,6 +40,16 @@ def group_link(cluster: ClusterSpec, size: int, stride: int, cal: Calibration) -
     return Link(min(nvlink, network), cal.collective_latency_s, True)
 
 
+def p2p_link(cluster: ClusterSpec, size: int, stride: int, cal: Calibration) -> Link:
+    """Link of the neighbour-to-neighbour transfers in a ring or chain of ``size`` ranks ``stride``
+    apart (pipeline stages, ring attention): NVLink when the whole chain sits in one node;
+    otherwise the slowest hop, which crosses nodes on one GPU's NIC (one rail per GPU)."""
+    node = cluster.node
+    if stride * size <= node.gpus_per_node:
+        return Link(node.intra_node_bytes_per_s, cal.collective_latency_s, False)
+    return Link(node.nic_bytes_per_s_per_gpu, cal.collective_latency_s, True)
+
+
 def all_reduce_time_s(size_bytes: float, ranks: int, link: Link) -> float:
     """Ring all-reduce: ``alpha + 2(n-1)/n * S / busbw`` (nccl-tests busbw definition)."""
     if ranks <= 1 or size_bytes <= 0:

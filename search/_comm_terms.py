@@ -11,29 +11,29 @@ from search._collectives import (
     all_gather_time_s,
     all_reduce_time_s,
     group_link,
+    p2p_link,
     p2p_time_s,
     reduce_scatter_time_s,
 )
 from search._compute_time import LayerTimes
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec
+from search._units import BYTES_16BIT
 
-ACT_BYTES = 2
 
-
-def tp_comm_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, config: ParallelConfig,
+def tp_forward_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, config: ParallelConfig,
                         cal: Calibration) -> float:
     """Forward TP communication of one block: two all-reduces of the ``tokens x h`` activation.
 
     Narayanan et al. 2021 Sec. 3.2 / Shoeybi et al. 2019 Sec. 3 (f and g operators): 2
     all-reduces forward, 2 backward. With sequence parallelism each all-reduce becomes a
     reduce-scatter + all-gather of the same ring traffic (Korthikanti et al. 2022 Sec. 4.2.2).
-    The backward pass repeats this cost; the caller multiplies.
+    The backward pass repeats it (:func:`search._schedule.tp_comm_per_layer_s`).
     """
     if config.tp == 1:
         return 0.0
     link = group_link(cluster, config.tp, 1, cal)
-    size = tokens * model.hidden * ACT_BYTES
+    size = tokens * model.hidden * BYTES_16BIT
     if config.sp:
         return 2.0 * (reduce_scatter_time_s(size, config.tp, link) + all_gather_time_s(size, config.tp, link))
     return 2.0 * all_reduce_time_s(size, config.tp, link)
@@ -49,20 +49,11 @@ def cp_comm_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, c
     """
     if config.cp == 1:
         return 0.0, 0.0
-    link = group_link(cluster, config.cp, config.tp, cal)
-    kv_bytes = 2.0 * tokens * model.kv_dim / config.tp * ACT_BYTES
+    link = p2p_link(cluster, config.cp, config.tp, cal)
+    kv_bytes = 2.0 * tokens * model.kv_dim / config.tp * BYTES_16BIT
     fwd = (config.cp - 1) * p2p_time_s(kv_bytes, link.bus_bytes_per_s, link.latency_s)
     bwd = 2.0 * fwd
     return max(0.0, fwd - lt.attention_s), max(0.0, bwd - lt.attention_backward_s)
-
-
-def pp_link(cluster: ClusterSpec, config: ParallelConfig, cal: Calibration) -> Link:
-    """Link between adjacent pipeline stages: NVLink when they share a node, else one NIC."""
-    stride = config.tp * config.cp * config.dp
-    node = cluster.node
-    if stride < node.gpus_per_node:
-        return Link(node.intra_node_bytes_per_s, cal.collective_latency_s, False)
-    return Link(node.nic_bytes_per_s_per_gpu, cal.collective_latency_s, True)
 
 
 def pp_p2p_per_micro_batch_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, config: ParallelConfig,
@@ -75,8 +66,8 @@ def pp_p2p_per_micro_batch_s(model: ModelSpec, tokens: float, cluster: ClusterSp
     """
     if config.pp == 1:
         return 0.0
-    link = pp_link(cluster, config, cal)
-    size = tokens * model.hidden * ACT_BYTES / config.tp
+    link = p2p_link(cluster, config.pp, config.tp * config.cp * config.dp, cal)
+    size = tokens * model.hidden * BYTES_16BIT / config.tp
     return 2.0 * config.vp * p2p_time_s(size, link.bus_bytes_per_s, link.latency_s)
 
 
@@ -129,7 +120,7 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
         return StepComm(0.0, 0.0, 0.0, shard, tuple(warnings))
     link = group_link(cluster, group, config.tp, cal)
     grad_bytes = params * grad_reduce_bytes_per_param(training)
-    param_bytes = params * ACT_BYTES
+    param_bytes = params * BYTES_16BIT
     deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
     z3_eff = cal.deepspeed_zero3_efficiency if deepspeed else cal.zero3_efficiency
     z3_link = Link(link.bus_bytes_per_s * z3_eff, link.latency_s, link.inter_node)
@@ -144,12 +135,11 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
         per_step = reduce_scatter_time_s(grad_bytes, group, link)
         gather = all_gather_time_s(param_bytes, group, link)
     elif stage == 2:
-        if sharded_runtime:
-            per_mb = reduce_scatter_time_s(grad_bytes, group, z3_link)
-            if training.framework == "fsdp":
-                per_mb += all_gather_time_s(param_bytes, group, z3_link)
-            else:
-                gather = all_gather_time_s(param_bytes, group, link)
+        if training.framework == "fsdp":  # SHARD_GRAD_OP: gather and reduce-scatter every micro-batch
+            per_mb = reduce_scatter_time_s(grad_bytes, group, z3_link) + all_gather_time_s(param_bytes, group, z3_link)
+        elif sharded_runtime:  # DeepSpeed ZeRO-2: bucketed reduce-scatter in every backward
+            per_mb = reduce_scatter_time_s(grad_bytes, group, link)
+            gather = all_gather_time_s(param_bytes, group, link)
         else:
             per_step = reduce_scatter_time_s(grad_bytes, group, link)
             gather = all_gather_time_s(param_bytes, group, link)

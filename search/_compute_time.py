@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 from search._calibration import Calibration
 from search._model_spec import ModelSpec
+from search._units import BYTES_16BIT
 
-ACT_BYTES = 2
-"""16-bit activations (bf16/fp16)."""
 REPLICATED_ELEMENTWISE_BYTES_PER_TOKEN_PER_H = 22.0
 """Forward HBM bytes per token per unit of h outside the TP-split region: two LayerNorms
 (read 2h + write 2h bytes each = 8h) and two fused bias-dropout-residual-adds (read 4h, write
@@ -109,7 +108,7 @@ def gemm_time_s(m: float, n: float, k: float, kernels: Kernels) -> float:
         flop = 2.0 * m * n * k
         return flop / measured_gemm_flop_per_s(flop, kernels.measured_gemm) + kernels.gemm_overhead_s
     flop = 2.0 * m * n * k / tile_efficiency(m, n, k)
-    traffic = ACT_BYTES * (m * k + k * n + m * n)
+    traffic = BYTES_16BIT * (m * k + k * n + m * n)
     return max(flop / kernels.matmul_flop_per_s, traffic / kernels.hbm_bytes_per_s) + kernels.gemm_overhead_s
 
 

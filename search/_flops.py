@@ -55,14 +55,15 @@ def hardware_flop_per_iteration(model: ModelSpec, global_batch: int, recompute: 
     Narayanan et al. 2021 eq. (3): with full recomputation each layer runs its forward twice,
     ``96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h))``, i.e. factor 4 on the layers and 3 on the
     logits. Selective recomputation (Korthikanti et al. 2022, arXiv:2205.05198 Sec. 5) adds
-    one forward of the attention core only.
+    one forward of the attention core only; with FlashAttention that recomputation is part of
+    its backward kernel already, so nothing is added.
     """
     tokens = float(global_batch) * model.seq_len
     gemm = layer_gemm_flop(model, tokens)
     attn = layer_attention_flop(model, tokens, model.seq_len)
     if recompute == "full":
         layer = 4.0 * (gemm + attn)
-    elif recompute == "selective":
+    elif recompute == "selective" and model.attention == "standard":
         layer = 3.0 * (gemm + attn) + attn
     else:
         layer = 3.0 * (gemm + attn)

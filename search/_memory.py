@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from search._model_spec import ModelSpec
 
-GiB = 2**30
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 """DeepSpeed default ``reduce_bucket_size`` and ``allgather_bucket_size`` (elements)."""
 DEEPSPEED_CPU_BUFFER_FACTOR = 1.5
@@ -128,14 +127,15 @@ def in_flight_micro_batches(pp: int, vp: int, num_micro_batches: int) -> float:
     return held
 
 
-def pipeline_buffer_bytes(model: ModelSpec, micro_batch: int, cp: int, held: float) -> float:
-    """Stage input and output tensors kept for each in-flight micro-batch, ``2 x 2sbh`` each.
+def pipeline_buffer_bytes(model: ModelSpec, micro_batch: int, cp: int, held: float, sp_tp: int = 1) -> float:
+    """Stage input and output tensors kept for each in-flight micro-batch, ``2 x 2sbh`` each
+    (``/t`` with sequence parallelism, ``sp_tp`` = t, where the stage boundary tensor is sharded).
 
     DeepSpeed's pipeline engine keeps ``inputs`` and ``outputs`` buffers per pipe buffer
     (``num_pipe_buffers`` = in-flight micro-batches, ``deepspeed/runtime/pipe/engine.py``);
     Megatron's 1F1B keeps ``input_tensors`` / ``output_tensors`` lists for backward.
     """
-    return held * 2.0 * 2.0 * micro_batch * model.seq_len / cp * model.hidden
+    return held * 2.0 * 2.0 * micro_batch * model.seq_len / cp * model.hidden / sp_tp
 
 
 def logits_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:

@@ -8,7 +8,6 @@ from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._memory import (
     DEEPSPEED_CPU_BUFFER_FACTOR,
-    GiB,
     deepspeed_bucket_bytes,
     in_flight_micro_batches,
     layer_activation_bytes,
@@ -20,6 +19,7 @@ from search._memory import (
 )
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec
+from search._units import GiB
 
 NVME_OPTIMIZER_PINNED_BYTES_PER_GPU = 4 * 1e8 * 4
 """Pinned host buffers of DeepSpeed's optimizer swapper (buffer_count 4 x buffer_size 1e8 fp32)."""
@@ -51,7 +51,7 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
     if c.offload_param != "none" and c.recompute == "full":
         stored = 0.0  # ZeRO-Infinity keeps the activation checkpoints in host memory
     if c.pp > 1:
-        working += pipeline_buffer_bytes(model, c.micro_batch, c.cp, held)
+        working += pipeline_buffer_bytes(model, c.micro_batch, c.cp, held, c.tp if c.sp else 1)
     if last:
         working += logits_bytes(model, c.micro_batch, c.tp, c.cp)
     frag = cal.memory_fragmentation

@@ -20,6 +20,8 @@ OPTIMIZER_SWAP_BYTES_PER_PARAM = 16.0
 """fp32 master weight, momentum, variance and gradient partition swapped per parameter."""
 PARAM_BYTES = 2.0
 """16-bit parameters fetched by ZeRO-Infinity."""
+PARAM_FETCHES_PER_MICRO_BATCH = 2.0
+"""ZeRO-Infinity fetches each parameter for the forward and for the backward pass."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +51,16 @@ def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig
             swap = OPTIMIZER_SWAP_BYTES_PER_PARAM * node_params
             per_step += swap / node.nvme_read_bytes_per_s + swap / node.nvme_write_bytes_per_s
     if config.offload_param != "none":
-        passes = 3.0 if config.recompute == "full" else 2.0
-        pcie_s = passes * PARAM_BYTES * shard / node.pcie_bytes_per_s
+        # Fetched for the forward and again for the backward (which also serves the recomputed
+        # forward), matching the two ZeRO-3 all-gathers per micro-batch.
+        pcie_s = PARAM_FETCHES_PER_MICRO_BATCH * PARAM_BYTES * shard / node.pcie_bytes_per_s
         if config.offload_param == "nvme":
-            pcie_s = max(pcie_s, passes * PARAM_BYTES * node_params / node.nvme_read_bytes_per_s)
-        # Activation checkpoints go to host memory too (DeepSpeed cpu_checkpointing).
-        ckpt_bytes = 2.0 * config.micro_batch * model.seq_len / config.cp * model.hidden * layers_per_stage
-        per_mb += pcie_s + 2.0 * ckpt_bytes / node.pcie_bytes_per_s
+            nvme_s = PARAM_FETCHES_PER_MICRO_BATCH * PARAM_BYTES * node_params / node.nvme_read_bytes_per_s
+            pcie_s = max(pcie_s, nvme_s)
+        per_mb += pcie_s
+        if config.recompute == "full":
+            # The activation checkpoints live in host memory (DeepSpeed cpu_checkpointing), as the
+            # memory plan assumes: written in forward, read back in backward.
+            ckpt_bytes = 2.0 * config.micro_batch * model.seq_len / config.cp * model.hidden * layers_per_stage
+            per_mb += 2.0 * ckpt_bytes / node.pcie_bytes_per_s
     return OffloadTerms(per_mb, per_step)

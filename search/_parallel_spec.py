@@ -110,6 +110,36 @@ class TrainingSpec:
         one_of("TrainingSpec", "framework", self.framework, FRAMEWORKS)
 
 
+def check_runtime(c: ParallelConfig, framework: str) -> None:
+    """Raise :class:`SpecError` for what the runtime cannot run (``shared/reference/frameworks.md``).
+
+    DeepSpeed alone has no tensor or pipeline parallelism; DeepSpeed's PipelineEngine refuses
+    ZeRO-2/3 (``deepspeed/runtime/pipe/engine.py``: "ZeRO-2 and ZeRO-3 are incompatible with
+    pipeline parallelism") and has no interleaved schedule; FSDP shards gradients and
+    parameters (stage 2 = SHARD_GRAD_OP, 3 = FULL_SHARD; 0 = DDP) and offloads to CPU only;
+    Megatron offloads only the optimizer, to CPU (``--optimizer-cpu-offload``).
+    """
+    field = "TrainingSpec.framework"
+    if framework == "deepspeed" and (c.tp > 1 or c.pp > 1):
+        raise SpecError(field, "DeepSpeed alone has no tensor or pipeline parallelism",
+                        "use framework='megatron-deepspeed' for tp/pp with DeepSpeed, or tp=pp=1")
+    if framework in ("deepspeed", "megatron-deepspeed") and c.pp > 1 and c.zero_stage >= 2:
+        raise SpecError("ParallelConfig.zero_stage", f"DeepSpeed's pipeline engine refuses ZeRO-{c.zero_stage}",
+                        "use zero_stage 0 or 1 with pp > 1, or pp=1")
+    if framework in ("deepspeed", "megatron-deepspeed") and c.vp > 1:
+        raise SpecError("ParallelConfig.vp", "DeepSpeed's pipeline engine has no interleaved schedule",
+                        "set vp=1, or framework='megatron'")
+    if framework == "fsdp" and c.zero_stage == 1:
+        raise SpecError("ParallelConfig.zero_stage", "FSDP has no optimizer-only sharding (ZeRO-1)",
+                        "use 0 (DDP), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD)")
+    if framework == "fsdp" and "nvme" in (c.offload_optimizer, c.offload_param):
+        raise SpecError("ParallelConfig.offload_optimizer", "FSDP offloads to CPU only",
+                        "use 'cpu', or framework='deepspeed' for NVMe (ZeRO-Infinity)")
+    if framework == "megatron" and (c.offload_param != "none" or c.offload_optimizer == "nvme"):
+        raise SpecError("ParallelConfig.offload_param", "Megatron offloads only the optimizer, and only to CPU",
+                        "use offload_optimizer='cpu' and offload_param='none', or framework='deepspeed'")
+
+
 def _hint(n: int) -> str:
     return ", ".join(str(d) for d in divisors(n)[:12])
 
@@ -121,13 +151,21 @@ def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, 
     (train_batch = micro_batch * grad_accum * dp).
     """
     if not isinstance(model, ModelSpec):
-        raise SpecError("model", f"{type(model).__name__} is not a ModelSpec", "pass a ModelSpec or a preset name")
+        raise SpecError("model", f"{type(model).__name__} is not a ModelSpec",
+                        "pass a ModelSpec (search.model_preset(name) returns one)")
+    if not isinstance(config, ParallelConfig):
+        raise SpecError("config", f"{type(config).__name__} is not a ParallelConfig", "pass a ParallelConfig")
+    if not isinstance(training, TrainingSpec):
+        raise SpecError("training", f"{type(training).__name__} is not a TrainingSpec", "pass a TrainingSpec")
     c = config
     if c.world_size != world_size:
+        mp = c.model_parallel_size
+        hint = (f"set dp={world_size // mp} for tp*pp*cp = {mp}" if world_size % mp == 0
+                else f"tp*pp*cp = {mp} does not divide {world_size}: change tp, pp or cp, or the node count")
         raise SpecError(
             "ParallelConfig",
             f"dp*tp*pp*cp = {c.dp}*{c.tp}*{c.pp}*{c.cp} = {c.world_size} but the cluster has {world_size} GPUs",
-            f"choose degrees whose product is {world_size} (e.g. dp={max(1, world_size // c.model_parallel_size)})",
+            f"choose degrees whose product is {world_size} ({hint})",
         )
     if model.heads % c.tp:
         raise SpecError("ParallelConfig.tp", f"{c.tp} does not divide heads={model.heads}",
@@ -136,15 +174,22 @@ def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, 
     if kv % c.tp:
         raise SpecError("ParallelConfig.tp", f"{c.tp} does not divide kv_heads={kv}",
                         f"use a tp that divides {kv} ({_hint(kv)})")
+    if model.ffn % c.tp:
+        raise SpecError("ParallelConfig.tp", f"{c.tp} does not divide ffn={model.ffn}",
+                        f"use a tp that divides {model.ffn} (Megatron splits the MLP columns evenly)")
     if model.layers % c.pp:
         raise SpecError("ParallelConfig.pp", f"{c.pp} does not divide layers={model.layers}",
                         f"use a pp that divides {model.layers} ({_hint(model.layers)})")
     if model.layers % (c.pp * c.vp):
         raise SpecError("ParallelConfig.vp", f"pp*vp = {c.pp * c.vp} does not divide layers={model.layers}",
                         f"use a vp that divides {model.layers // c.pp}")
-    if model.seq_len % c.cp:
-        raise SpecError("ParallelConfig.cp", f"{c.cp} does not divide seq_len={model.seq_len}",
-                        "use a cp that divides the sequence length")
+    if model.seq_len % c.cp or (c.cp > 1 and model.seq_len % (2 * c.cp)):
+        raise SpecError("ParallelConfig.cp", f"seq_len={model.seq_len} is not a multiple of 2*cp = {2 * c.cp}",
+                        "use a cp with seq_len divisible by 2*cp (load-balanced causal context parallelism)")
+    if c.cp > 1 and model.attention != "flash":
+        raise SpecError("ParallelConfig.cp", "context parallelism needs a flash/fused attention kernel",
+                        "set ModelSpec.attention='flash' or cp=1")
+    check_runtime(c, training.framework)
     if training.global_batch % (c.dp * c.micro_batch):
         raise SpecError(
             "TrainingSpec.global_batch",

@@ -2,8 +2,8 @@
 
 Iteration time (Calculon-style readable sum, Isaev et al. 2023):
 
-    compute + recompute + tp_comm + cp_comm + pipeline_bubble + pp_p2p
-    + zero3_comm + dp_comm + optimizer + offload
+    compute + host_overhead + recompute + tp_comm + cp_comm + pipeline_bubble + pp_p2p
+    + zero3_comm + offload_transfer + dp_comm + optimizer + offload_step
 
 Each term is the part on the critical path (exposed), in seconds.
 """
@@ -15,29 +15,27 @@ from functools import lru_cache
 from search._calibration import Calibration, default_calibration
 from search._cluster_spec import ClusterSpec, GPUSpec
 from search._comm_terms import (
-    StepComm,
     cp_comm_per_layer_s,
     pp_p2p_per_micro_batch_s,
     step_comm_s,
-    tp_comm_per_layer_s,
+    tp_forward_per_layer_s,
 )
 from search._compute_time import Kernels, layer_times, lm_head_time_s, make_kernels, optimizer_step_time_s
+from search._errors import SpecError
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
 from search._memory_plan import plan_memory
 from search._model_spec import ModelSpec
 from search._offload import offload_terms
 from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
 from search._prediction import Prediction
+from search._schedule import (
+    dp_exposed_s,
+    overlapped_s,
+    pipeline_bubble_s,
+    recompute_per_layer_s,
+    tp_comm_per_layer_s,
+)
 from search._stages import stage_params_per_gpu
-
-
-def overlapped_s(compute_s: float, traffic_s: float, overlap: float) -> float:
-    """Time of two overlapping streams: ``max(c, m) + (1 - overlap) * min(c, m)``.
-
-    ``overlap`` = 1 is perfect overlap (max), 0 none (sum); ZeRO-3 prefetching and the
-    offload engines are in between (Rajbhandari et al. 2021, ZeRO-Infinity Sec. 6.2).
-    """
-    return max(compute_s, traffic_s) + (1.0 - overlap) * min(compute_s, traffic_s)
 
 
 @lru_cache(maxsize=64)
@@ -58,9 +56,13 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     fit together but the memory does not.
     """
     cal = calibration or default_calibration()
+    if not isinstance(cluster, ClusterSpec):
+        raise SpecError("cluster", f"{type(cluster).__name__} is not a ClusterSpec",
+                        "pass a ClusterSpec (search.cluster_preset(name, num_nodes) returns one)")
     check_compatible(model, cluster.world_size, config, training)
     c = config
     gpu = cluster.gpu
+    gpu.peak_flop_per_s(training.precision)  # raises, naming the precisions this GPU supports
     peak = gpu.peak_flop_per_s("fp16" if training.precision == "fp16" else "bf16")
     kernels = _kernels(gpu, training.precision, cal)
     m = training.global_batch // (c.dp * c.micro_batch)
@@ -69,17 +71,13 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
 
     # Per micro-batch, per layer.
     lt = layer_times(model, tokens, model.seq_len, c.tp, c.sp, kernels)
-    tp_fwd_s = tp_comm_per_layer_s(model, tokens, cluster, c, cal)
+    tp_fwd_s = tp_forward_per_layer_s(model, tokens, cluster, c, cal)
     cp_fwd_s, cp_bwd_s = cp_comm_per_layer_s(model, tokens, cluster, c, cal, lt)
-    recompute_layer_s = 0.0
-    if c.recompute == "full":
-        recompute_layer_s = lt.forward_s + tp_fwd_s + cp_fwd_s
-    elif c.recompute == "selective" and model.attention == "standard":
-        recompute_layer_s = lt.attention_s
+    recompute_layer_s = recompute_per_layer_s(c.recompute, model.attention, lt, tp_fwd_s, cp_fwd_s)
     head_fwd_s, head_bwd_s = lm_head_time_s(model, tokens, c.tp, kernels)
 
     compute_mb_s = layers_per_stage * (lt.forward_s + lt.backward_s)
-    tp_mb_s = layers_per_stage * 3.0 * tp_fwd_s  # forward + backward (2x) all-reduces
+    tp_mb_s = layers_per_stage * tp_comm_per_layer_s(tp_fwd_s)
     cp_mb_s = layers_per_stage * (cp_fwd_s + cp_bwd_s)
     recompute_mb_s = layers_per_stage * recompute_layer_s
     head_mb_s = head_fwd_s + head_bwd_s
@@ -96,20 +94,17 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     mb_total_s = overlapped_s(mb_with_traffic_s, off.per_micro_batch_s, cal.zero3_overlap)
 
     p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)
-    bubble_s = (c.pp - 1) / c.vp * (stage_avg_mb_s + p2p_s) if c.pp > 1 else 0.0
-    backward_last_s = layers_per_stage * lt.backward_s
-    # Bucketed overlap (Megatron --overlap-grad-reduce / --overlap-param-gather, DeepSpeed
-    # overlap_comm): the reduction hides behind the last backward, the gather behind the next forward.
-    forward_first_s = layers_per_stage * lt.forward_s
-    dp_exposed_s = max(0.0, comm.per_step_s - cal.dp_overlap * backward_last_s) + max(
-        0.0, comm.per_step_gather_s - cal.dp_overlap * forward_first_s)
+    bubble_s = pipeline_bubble_s(c.pp, c.vp, stage_avg_mb_s + p2p_s)
+    dp_s = dp_exposed_s(comm.per_step_s, comm.per_step_gather_s, layers_per_stage * lt.backward_s,
+                        layers_per_stage * lt.forward_s, cal.dp_overlap)
     params_shard = comm.params_per_gpu_shard
     optimizer_s = 0.0 if c.offload_optimizer != "none" else optimizer_step_time_s(params_shard, kernels)
 
     # Scale the micro-batch terms so the breakdown adds up to m * mb_total_s.
     scale = m
     breakdown = {
-        "compute": scale * (compute_mb_s + head_mb_s + overhead_mb_s),
+        "compute": scale * (compute_mb_s + head_mb_s),
+        "host_overhead": scale * overhead_mb_s,
         "recompute": scale * recompute_mb_s,
         "tp_comm": scale * tp_mb_s,
         "cp_comm": scale * cp_mb_s,
@@ -117,8 +112,9 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         "offload_transfer": scale * (mb_total_s - mb_with_traffic_s),
         "pipeline_bubble": bubble_s,
         "pp_p2p": scale * p2p_s,
-        "dp_comm": dp_exposed_s,
-        "optimizer": optimizer_s + off.per_step_s,
+        "dp_comm": dp_s,
+        "optimizer": optimizer_s,
+        "offload_step": off.per_step_s,
     }
     iteration_s = sum(breakdown.values())
 
@@ -148,4 +144,4 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     )
 
 
-__all__ = ["StepComm", "overlapped_s", "predict"]
+__all__ = ["predict"]

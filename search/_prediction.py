@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-GiB = 2**30
+from search._units import GiB
 
 
 @dataclass(frozen=True, slots=True)

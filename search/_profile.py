@@ -127,6 +127,8 @@ class HardwareProfile:
             raise SpecError("HardwareProfile", f"malformed profile ({exc})",
                             "write it with `autopar profile` or follow search/_profile.py") from None
         for g in gemm:
+            if isinstance(g.time_s, bool) or not isinstance(g.time_s, int | float):
+                raise SpecError("HardwareProfile.gemm.time_s", f"{g.time_s!r} is not a number", "give seconds")
             if not g.time_s > 0:
                 raise SpecError("HardwareProfile.gemm.time_s", f"{g.time_s!r} is not > 0", "drop the sample")
         for ln in links:
@@ -143,7 +145,7 @@ class HardwareProfile:
         for name in ("host_to_device_bytes_per_s", "device_to_host_bytes_per_s", "nvme_read_bytes_per_s",
                      "nvme_write_bytes_per_s", "cpu_adam_params_per_s"):
             value = data.get(name)
-            if value is not None and not (isinstance(value, int | float) and value > 0):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
                 raise SpecError(f"HardwareProfile.{name}", f"{value!r} is not a positive number", "give a rate or null")
             rates[name] = None if value is None else float(value)
         return cls(

@@ -462,3 +462,14 @@ def test_apply_profile_keeps_the_median_rate_per_gemm_size() -> None:
     table = measured.gpu.gemm_flop_per_s_by_size
     assert [flop for flop, _ in table] == sorted(flop for flop, _ in table)
     assert dict(table)[2.0 * N**3] == pytest.approx(GEMM_FLOP_PER_S, rel=1e-12)
+
+
+def test_non_numeric_gemm_time_and_boolean_rates_are_refused() -> None:
+    data = as_dict(full_profile())
+    data["gemm"][0]["time_s"] = "fast"
+    with pytest.raises(SpecError, match=r"^HardwareProfile\.gemm\.time_s: 'fast' is not a number"):
+        HardwareProfile.from_dict(data)
+    data = as_dict(full_profile())
+    data["host_to_device_bytes_per_s"] = True
+    with pytest.raises(SpecError, match=r"^HardwareProfile\.host_to_device_bytes_per_s"):
+        HardwareProfile.from_dict(data)

@@ -318,3 +318,93 @@ def test_specs_are_hashable_values() -> None:
     assert isinstance(cluster_preset("dgx-h100"), ClusterSpec)
     assert isinstance(gpu_preset("h100-sxm5-80gb"), GPUSpec)
     assert isinstance(node_preset("dgx-h100"), NodeSpec)
+
+
+# ---------------------------------------------------------------- runtime rules and argument types
+
+
+def _check(model: ModelSpec, config: ParallelConfig, framework: str, global_batch: int = 64) -> None:
+    check_compatible(model, config.world_size, config, TrainingSpec(global_batch, framework=framework))
+
+
+@pytest.mark.parametrize(("framework", "config", "field", "needle"), [
+    ("deepspeed", ParallelConfig(dp=4, tp=2), "TrainingSpec.framework", "megatron-deepspeed"),
+    ("deepspeed", ParallelConfig(dp=4, pp=2), "TrainingSpec.framework", "megatron-deepspeed"),
+    ("megatron-deepspeed", ParallelConfig(dp=4, pp=2, zero_stage=2), "ParallelConfig.zero_stage", "pipeline"),
+    ("megatron-deepspeed", ParallelConfig(dp=2, pp=2, vp=2), "ParallelConfig.vp", "interleaved"),
+    ("fsdp", ParallelConfig(dp=8, zero_stage=1), "ParallelConfig.zero_stage", "SHARD_GRAD_OP"),
+    ("fsdp", ParallelConfig(dp=8, zero_stage=3, offload_optimizer="nvme"), "ParallelConfig.offload_optimizer",
+     "CPU only"),
+    ("megatron", ParallelConfig(dp=8, zero_stage=3, offload_param="cpu"), "ParallelConfig.offload_param",
+     "only the optimizer"),
+])
+def test_runtime_refuses_what_it_cannot_run(framework: str, config: ParallelConfig, field: str, needle: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(field)) as info:
+        _check(gpt(), config, framework)
+    assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(("framework", "config"), [
+    ("megatron-deepspeed", ParallelConfig(dp=4, pp=2, zero_stage=1)),
+    ("deepspeed", ParallelConfig(dp=8, zero_stage=3, offload_optimizer="nvme", offload_param="nvme")),
+    ("fsdp", ParallelConfig(dp=4, pp=2, vp=2, zero_stage=3)),
+    ("megatron", ParallelConfig(dp=4, pp=2, vp=2, zero_stage=1, offload_optimizer="cpu")),
+])
+def test_runtime_accepts_what_it_can_run(framework: str, config: ParallelConfig) -> None:
+    _check(gpt(), config, framework)
+
+
+def test_tp_must_divide_the_mlp_width() -> None:
+    with pytest.raises(SpecError, match=r"ParallelConfig\.tp: 8 does not divide ffn=11004"):
+        _check(gpt(ffn=11004), ParallelConfig(tp=8), "megatron")
+
+
+def test_context_parallelism_needs_2cp_to_divide_the_sequence_and_flash_attention() -> None:
+    with pytest.raises(SpecError, match=r"ParallelConfig\.cp: seq_len=2050 is not a multiple of 2\*cp = 4"):
+        _check(gpt(seq_len=2050), ParallelConfig(dp=1, cp=2), "megatron", 2)
+    with pytest.raises(SpecError, match=r"ParallelConfig\.cp: .*flash"):
+        _check(gpt(attention="standard"), ParallelConfig(cp=2), "megatron", 2)
+    _check(gpt(), ParallelConfig(cp=2), "megatron", 2)
+
+
+def test_world_size_hint_is_a_valid_dp() -> None:
+    with pytest.raises(SpecError, match=r"set dp=4 for tp\*pp\*cp = 2"):
+        check_compatible(gpt(), 8, ParallelConfig(dp=2, tp=2), TrainingSpec(64))
+    with pytest.raises(SpecError, match=r"tp\*pp\*cp = 3 does not divide 8"):
+        check_compatible(gpt(heads=48, hidden=3072, ffn=12288), 8, ParallelConfig(dp=2, tp=3), TrainingSpec(64))
+
+
+@pytest.mark.parametrize(("argument", "value", "field"), [
+    ("cluster", "dgx-h100", "cluster"),
+    ("config", {"dp": 8}, "config"),
+    ("training", None, "training"),
+    ("model", "gpt3-175b", "model"),
+])
+def test_predict_names_an_argument_of_the_wrong_type(argument: str, value: object, field: str) -> None:
+    from search import predict
+
+    args: dict[str, Any] = dict(model=gpt(), cluster=cluster_preset("dgx-a100-80gb"), config=ParallelConfig(dp=8),
+                                training=TrainingSpec(64))
+    args[argument] = value
+    with pytest.raises(SpecError, match=rf"^{field}: "):
+        predict(**args)
+
+
+def test_fp8_on_a_gpu_without_fp8_names_the_supported_precisions() -> None:
+    from search import predict
+
+    with pytest.raises(SpecError, match=r"TrainingSpec\.precision: .* no fp8 .*use one of: bf16, fp16"):
+        predict(gpt(), cluster_preset("dgx-a100-80gb"), ParallelConfig(dp=8), TrainingSpec(64, "fp8"))
+    with pytest.raises(SpecError, match=r"no bf16 .*use one of: fp16"):
+        predict(gpt(), cluster_preset("dgx-2"), ParallelConfig(dp=16), TrainingSpec(64, "bf16"))
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("hbm_efficiency", 0.0), ("attention_efficiency", 1.5), ("zero3_overlap", 2.0), ("microbatch_overhead_s", -1.0),
+    ("fp8_gemm_speedup", 0.5), ("dp_overlap", float("nan")),
+])
+def test_calibration_constants_are_validated(name: str, value: float) -> None:
+    from search import Calibration
+
+    with pytest.raises(SpecError, match=r"Calibration"):
+        Calibration(**{name: value})

@@ -1,0 +1,64 @@
+"""How the per-layer and per-micro-batch times combine into one step: recomputation, the
+pipeline schedule and the overlap of communication with compute."""
+
+from __future__ import annotations
+
+from search._compute_time import LayerTimes
+
+TP_COLLECTIVES_BACKWARD_TO_FORWARD = 1.0
+"""The backward pass of a Megatron block runs as many TP collectives as its forward (the
+conjugate f/g operators: 2 all-reduces forward, 2 backward; Shoeybi et al. 2019 Fig. 3)."""
+
+
+def overlapped_s(compute_s: float, traffic_s: float, overlap: float) -> float:
+    """Time of two streams that overlap partially: ``max(c, m) + (1 - overlap) * min(c, m)``.
+
+    ``overlap`` = 1 hides the shorter stream completely (the ideal of ZeRO-3 prefetching and
+    of the ZeRO-Offload/Infinity engines, Rajbhandari et al. 2021 Sec. 6), 0 serialises them;
+    measured runs sit in between because the collectives and copies compete with compute for
+    SMs and memory bandwidth.
+    """
+    return max(compute_s, traffic_s) + (1.0 - overlap) * min(compute_s, traffic_s)
+
+
+def recompute_per_layer_s(recompute: str, attention: str, lt: LayerTimes, tp_forward_s: float,
+                          cp_forward_s: float) -> float:
+    """Extra time per block and micro-batch spent recomputing activations in backward.
+
+    Full: the block's forward again, with its TP and CP communication (Chen et al. 2016;
+    Korthikanti et al. 2022 Sec. 5). Selective: only the attention core (Korthikanti et al.
+    2022 Sec. 5), which FlashAttention recomputes in its own backward anyway, so it costs
+    nothing extra there.
+    """
+    if recompute == "full":
+        return lt.forward_s + tp_forward_s + cp_forward_s
+    if recompute == "selective" and attention == "standard":
+        return lt.attention_s
+    return 0.0
+
+
+def tp_comm_per_layer_s(tp_forward_s: float) -> float:
+    """TP communication of one block per micro-batch, forward and backward."""
+    return (1.0 + TP_COLLECTIVES_BACKWARD_TO_FORWARD) * tp_forward_s
+
+
+def pipeline_bubble_s(pp: int, vp: int, stage_micro_batch_s: float) -> float:
+    """Idle time of the 1F1B / interleaved schedule: ``(p - 1) / v`` stage times.
+
+    Narayanan et al. 2021 (arXiv:2104.04473) Sec. 2.2: bubble fraction ``(p-1)/m`` for 1F1B,
+    ``(p-1)/(m v)`` interleaved, i.e. ``(p-1)/v`` times the time one micro-batch spends on a stage.
+    """
+    return (pp - 1) / vp * stage_micro_batch_s if pp > 1 else 0.0
+
+
+def dp_exposed_s(reduce_s: float, gather_s: float, last_backward_s: float, first_forward_s: float,
+                 overlap: float) -> float:
+    """Data-parallel traffic left on the critical path with bucketed overlap.
+
+    The gradient reduction starts bucket by bucket during the last micro-batch's backward
+    (PyTorch DDP buckets, Li et al. 2020 Sec. 3.2.3; Megatron ``--overlap-grad-reduce``;
+    DeepSpeed ``overlap_comm``); the parameter all-gather of a sharded optimizer overlaps the
+    next step's first forward (Megatron ``--overlap-param-gather``). ``overlap`` is the share of
+    those passes that can hide traffic.
+    """
+    return max(0.0, reduce_s - overlap * last_backward_s) + max(0.0, gather_s - overlap * first_forward_s)
