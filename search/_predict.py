@@ -11,9 +11,10 @@ Each term is the part on the critical path (exposed), in seconds.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import cast
 
 from search._calibration import Calibration, default_calibration
-from search._cluster_spec import ClusterSpec, GPUSpec
+from search._cluster_spec import ClusterSpec, Dtype, GPUSpec
 from search._comm_terms import (
     cp_comm_per_layer_s,
     pp_p2p_per_micro_batch_s,
@@ -39,12 +40,15 @@ from search._stages import stage_params_per_gpu
 
 
 @lru_cache(maxsize=64)
-def _kernels(gpu: GPUSpec, precision: str, cal: Calibration) -> Kernels:
-    """Achievable kernel rates of ``gpu`` in ``precision`` (cached: a search predicts thousands of
-    configurations on the same GPU)."""
+def _kernels(gpu: GPUSpec, precision: str, cal: Calibration) -> tuple[Kernels, float]:
+    """Achievable kernel rates of ``gpu`` in ``precision`` and the peak MFU is measured against
+    (cached: a search predicts thousands of configurations on the same GPU). Raises, naming the
+    precisions the GPU supports, when it lacks ``precision``."""
+    mfu_peak = gpu.peak_flop_per_s(cast(Dtype, precision))
     peak = gpu.peak_flop_per_s("fp16" if precision == "fp16" else "bf16")
-    return make_kernels(peak, gpu.matmul_efficiency, gpu.attention_efficiency, gpu.hbm_bytes_per_s, cal,
-                        precision == "fp8", gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size)
+    kernels = make_kernels(peak, gpu.matmul_efficiency, gpu.attention_efficiency, gpu.hbm_bytes_per_s, cal,
+                           precision == "fp8", gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size)
+    return kernels, mfu_peak
 
 
 def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
@@ -62,9 +66,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     check_compatible(model, cluster.world_size, config, training)
     c = config
     gpu = cluster.gpu
-    gpu.peak_flop_per_s(training.precision)  # raises, naming the precisions this GPU supports
-    peak = gpu.peak_flop_per_s("fp16" if training.precision == "fp16" else "bf16")
-    kernels = _kernels(gpu, training.precision, cal)
+    kernels, peak_for_mfu = _kernels(gpu, training.precision, cal)
     m = training.global_batch // (c.dp * c.micro_batch)
     tokens = c.micro_batch * model.seq_len / c.cp
     layers_per_stage = model.layers // c.pp
@@ -122,7 +124,6 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     model_flop = model_flop_per_iteration(model, training.global_batch)
     hw_flop = hardware_flop_per_iteration(model, training.global_batch, c.recompute)
     world = cluster.world_size
-    peak_for_mfu = gpu.peak_flop_per_s("fp8") if training.precision == "fp8" else peak
     return Prediction(
         iteration_time_s=iteration_s,
         time_breakdown_s=breakdown,
