@@ -33,10 +33,11 @@ def tp_forward_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec
     if config.tp == 1:
         return 0.0
     link = group_link(cluster, config.tp, 1, cal)
-    size = tokens * model.hidden * BYTES_16BIT
+    size_bytes = tokens * model.hidden * BYTES_16BIT
     if config.sp:
-        return 2.0 * (reduce_scatter_time_s(size, config.tp, link) + all_gather_time_s(size, config.tp, link))
-    return 2.0 * all_reduce_time_s(size, config.tp, link)
+        rs_s = reduce_scatter_time_s(size_bytes, config.tp, link)
+        return 2.0 * (rs_s + all_gather_time_s(size_bytes, config.tp, link))
+    return 2.0 * all_reduce_time_s(size_bytes, config.tp, link)
 
 
 def cp_comm_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, config: ParallelConfig,
@@ -67,8 +68,8 @@ def pp_p2p_per_micro_batch_s(model: ModelSpec, tokens: float, cluster: ClusterSp
     if config.pp == 1:
         return 0.0
     link = p2p_link(cluster, config.pp, config.tp * config.cp * config.dp, cal)
-    size = tokens * model.hidden * BYTES_16BIT / config.tp
-    return 2.0 * config.vp * p2p_time_s(size, link.bus_bytes_per_s, link.latency_s)
+    size_bytes = tokens * model.hidden * BYTES_16BIT / config.tp
+    return 2.0 * config.vp * p2p_time_s(size_bytes, link.bus_bytes_per_s, link.latency_s)
 
 
 def grad_reduce_bytes_per_param(training: TrainingSpec) -> float:
@@ -95,7 +96,7 @@ class StepComm:
     per_step_gather_s: float
     """Parameter all-gather after the optimizer step (overlappable with the next forward)."""
     params_per_gpu_shard: float
-    """Parameters of this GPU's ZeRO shard of the largest stage (what its optimizer updates)."""
+    """Parameters of this GPU's ZeRO shard_params of the largest stage (what its optimizer updates)."""
     warnings: tuple[str, ...]
 
 
@@ -112,12 +113,12 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     """
     group = config.dp * config.cp
     params = max(stage_params)
-    shard = params / group if config.zero_stage >= 1 else params
+    shard_params = params / group if config.zero_stage >= 1 else params
     warnings: list[str] = []
     if config.tp > cluster.node.gpus_per_node:
         warnings.append(f"tp={config.tp} spans nodes: tensor-parallel all-reduces run over the network")
     if group == 1:
-        return StepComm(0.0, 0.0, 0.0, shard, tuple(warnings))
+        return StepComm(0.0, 0.0, 0.0, shard_params, tuple(warnings))
     link = group_link(cluster, group, config.tp, cal)
     grad_bytes = params * grad_reduce_bytes_per_param(training)
     param_bytes = params * BYTES_16BIT
@@ -126,24 +127,25 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     z3_link = Link(link.bus_bytes_per_s * z3_eff, link.latency_s, link.inter_node)
     stage = config.zero_stage
     sharded_runtime = training.framework in ("deepspeed", "fsdp", "megatron-deepspeed")
-    per_mb = 0.0
-    per_step = 0.0
+    per_micro_batch_s = 0.0
+    step_s = 0.0
     gather = 0.0
     if stage == 0:
-        per_step = all_reduce_time_s(grad_bytes, group, link)
+        step_s = all_reduce_time_s(grad_bytes, group, link)
     elif stage == 1:
-        per_step = reduce_scatter_time_s(grad_bytes, group, link)
+        step_s = reduce_scatter_time_s(grad_bytes, group, link)
         gather = all_gather_time_s(param_bytes, group, link)
     elif stage == 2:
         if training.framework == "fsdp":  # SHARD_GRAD_OP: gather and reduce-scatter every micro-batch
-            per_mb = reduce_scatter_time_s(grad_bytes, group, z3_link) + all_gather_time_s(param_bytes, group, z3_link)
+            per_micro_batch_s = reduce_scatter_time_s(grad_bytes, group, z3_link)
+            per_micro_batch_s += all_gather_time_s(param_bytes, group, z3_link)
         elif sharded_runtime:  # DeepSpeed ZeRO-2: bucketed reduce-scatter in every backward
-            per_mb = reduce_scatter_time_s(grad_bytes, group, link)
+            per_micro_batch_s = reduce_scatter_time_s(grad_bytes, group, link)
             gather = all_gather_time_s(param_bytes, group, link)
         else:
-            per_step = reduce_scatter_time_s(grad_bytes, group, link)
+            step_s = reduce_scatter_time_s(grad_bytes, group, link)
             gather = all_gather_time_s(param_bytes, group, link)
     else:
-        per_mb = 2.0 * all_gather_time_s(param_bytes, group, z3_link)
-        per_mb += reduce_scatter_time_s(grad_bytes, group, z3_link)
-    return StepComm(per_mb, per_step, gather, shard, tuple(warnings))
+        per_micro_batch_s = 2.0 * all_gather_time_s(param_bytes, group, z3_link)
+        per_micro_batch_s += reduce_scatter_time_s(grad_bytes, group, z3_link)
+    return StepComm(per_micro_batch_s, step_s, gather, shard_params, tuple(warnings))

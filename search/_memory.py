@@ -59,7 +59,10 @@ def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params
             weights += 2.0 * p  # SHARD_GRAD_OP keeps the unsharded bf16 copy between fwd and bwd
         grads = 4.0 * p / d if sharded else 4.0 * p
         optimizer = 8.0 * p / d if sharded else 8.0 * p
-        gathered = 3.0 * 2.0 * layer_params if zero_stage == 3 else 0.0  # current + prefetch params, one grad
+        # FULL_SHARD keeps the unsharded 16-bit parameters of the running block and of the
+        # prefetched next one, and the unsharded gradient of one block before its
+        # reduce-scatter (PyTorch FSDP ``backward_prefetch``/``forward_prefetch``; 3 x 2 bytes).
+        gathered = 3.0 * 2.0 * layer_params if zero_stage == 3 else 0.0
         if offload_optimizer != "none" or offload_param != "none":
             weights, grads, optimizer = (2.0 * p if zero_stage == 2 else 0.0), 0.0, 0.0
         return ModelStateBytes(weights, grads, optimizer, gathered)
@@ -77,6 +80,7 @@ def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params
         weights = 0.0
     gathered = 4.0 * largest_layer_params if stage == 3 and framework != "megatron" else 0.0
     if stage == 3 and framework == "megatron":
+        # Megatron-FSDP: the gathered 16-bit parameters of the running and the prefetched block.
         gathered = 2.0 * 2.0 * layer_params
     return ModelStateBytes(weights, grads, optimizer, gathered)
 

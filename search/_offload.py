@@ -4,7 +4,7 @@ Ren et al. 2021 (ZeRO-Offload, arXiv:2101.06840) Sec. 4: gradients stream to the
 backward, the fp32 Adam step runs on the CPU (all GPUs of a node share its cores), the
 updated 16-bit parameters return over PCIe. Rajbhandari et al. 2021 (ZeRO-Infinity,
 arXiv:2104.07857) Sec. 5-6: parameters are fetched from CPU/NVMe for every forward and
-backward pass and prefetched to overlap compute; optimizer states swap in from NVMe and out
+backward pass and prefetched to overlap compute; optimizer states swap_bytes in from NVMe and out
 again around the CPU step.
 """
 
@@ -38,29 +38,29 @@ def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig
     if config.offload_optimizer == "none" and config.offload_param == "none":
         return OffloadTerms(0.0, 0.0)
     node = cluster.node
-    shard = max(stage_params) / (config.dp * config.cp)
-    node_params = shard * node.gpus_per_node
-    per_mb = 0.0
-    per_step = 0.0
+    shard_params = max(stage_params) / (config.dp * config.cp)
+    node_params = shard_params * node.gpus_per_node
+    per_micro_batch_s = 0.0
+    step_s = 0.0
     if config.offload_optimizer != "none":
-        # 16-bit gradients of the shard go down during each backward; parameters come back once.
-        per_mb += 2.0 * shard / node.pcie_bytes_per_s
-        per_step += node_params / node.cpu_adam_params_per_s
-        per_step += PARAM_BYTES * shard / node.pcie_bytes_per_s
+        # 16-bit gradients of the shard_params go down during each backward; parameters come back once.
+        per_micro_batch_s += 2.0 * shard_params / node.pcie_bytes_per_s
+        step_s += node_params / node.cpu_adam_params_per_s
+        step_s += PARAM_BYTES * shard_params / node.pcie_bytes_per_s
         if config.offload_optimizer == "nvme":
-            swap = OPTIMIZER_SWAP_BYTES_PER_PARAM * node_params
-            per_step += swap / node.nvme_read_bytes_per_s + swap / node.nvme_write_bytes_per_s
+            swap_bytes = OPTIMIZER_SWAP_BYTES_PER_PARAM * node_params
+            step_s += swap_bytes / node.nvme_read_bytes_per_s + swap_bytes / node.nvme_write_bytes_per_s
     if config.offload_param != "none":
         # Fetched for the forward and again for the backward (which also serves the recomputed
         # forward), matching the two ZeRO-3 all-gathers per micro-batch.
-        pcie_s = PARAM_FETCHES_PER_MICRO_BATCH * PARAM_BYTES * shard / node.pcie_bytes_per_s
+        pcie_s = PARAM_FETCHES_PER_MICRO_BATCH * PARAM_BYTES * shard_params / node.pcie_bytes_per_s
         if config.offload_param == "nvme":
             nvme_s = PARAM_FETCHES_PER_MICRO_BATCH * PARAM_BYTES * node_params / node.nvme_read_bytes_per_s
             pcie_s = max(pcie_s, nvme_s)
-        per_mb += pcie_s
+        per_micro_batch_s += pcie_s
         if config.recompute == "full":
             # The activation checkpoints live in host memory (DeepSpeed cpu_checkpointing), as the
             # memory plan assumes: written in forward, read back in backward.
             ckpt_bytes = 2.0 * config.micro_batch * model.seq_len / config.cp * model.hidden * layers_per_stage
-            per_mb += 2.0 * ckpt_bytes / node.pcie_bytes_per_s
-    return OffloadTerms(per_mb, per_step)
+            per_micro_batch_s += 2.0 * ckpt_bytes / node.pcie_bytes_per_s
+    return OffloadTerms(per_micro_batch_s, step_s)
