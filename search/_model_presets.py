@@ -9,7 +9,17 @@ test can hold :attr:`ModelSpec.params` to it.
 from __future__ import annotations
 
 from search._errors import UnknownPresetError
-from search._model_spec import ModelSpec
+from search._model_spec import Attention, ModelSpec, PositionEmbedding
+
+
+def _gelu_4h(name: str, layers: int, hidden: int, heads: int, *, vocab: int, seq_len: int,
+             position: PositionEmbedding, bias: bool, attention: Attention, dropout: bool) -> ModelSpec:
+    """A GPT-style block stack: GeLU MLP of 4h, LayerNorm, LM head tied to the embedding."""
+    return ModelSpec(
+        name=name, layers=layers, hidden=hidden, heads=heads, ffn=4 * hidden, vocab=vocab, seq_len=seq_len,
+        activation="gelu", tied_embeddings=True, position_embedding=position,
+        bias=bias, norm="layernorm", attention=attention, dropout=dropout,
+    )
 
 
 def _megatron_gpt(name: str, layers: int, hidden: int, heads: int) -> ModelSpec:
@@ -20,22 +30,8 @@ def _megatron_gpt(name: str, layers: int, hidden: int, heads: int) -> ModelSpec:
     2021 materialised the attention scores (no FlashAttention); Megatron-LM's default
     --hidden-dropout and --attention-dropout are 0.1.
     """
-    return ModelSpec(
-        name=name,
-        layers=layers,
-        hidden=hidden,
-        heads=heads,
-        ffn=4 * hidden,
-        vocab=51200,
-        seq_len=2048,
-        activation="gelu",
-        tied_embeddings=True,
-        position_embedding="learned",
-        bias=True,
-        norm="layernorm",
-        attention="standard",
-        dropout=True,
-    )
+    return _gelu_4h(name, layers, hidden, heads, vocab=51200, seq_len=2048, position="learned", bias=True,
+                    attention="standard", dropout=True)
 
 
 def _llama(
@@ -62,21 +58,8 @@ def _llama(
 
 def _mpt(name: str, *, layers: int, hidden: int, heads: int, seq_len: int) -> ModelSpec:
     """An MPT shape (model cards): ALiBi, no biases (LayerNorm scale only), tied, MLP 4h, FlashAttention."""
-    return ModelSpec(
-        name=name,
-        layers=layers,
-        hidden=hidden,
-        heads=heads,
-        ffn=4 * hidden,
-        vocab=50432,
-        seq_len=seq_len,
-        activation="gelu",
-        tied_embeddings=True,
-        position_embedding="alibi",
-        bias=False,
-        norm="layernorm",
-        attention="flash",
-    )
+    return _gelu_4h(name, layers, hidden, heads, vocab=50432, seq_len=seq_len, position="alibi", bias=False,
+                    attention="flash", dropout=False)
 
 
 _PRESETS: tuple[ModelSpec, ...] = (
@@ -97,21 +80,7 @@ _PRESETS: tuple[ModelSpec, ...] = (
     # Megatron trains it (Narayanan et al. 2021 Sec. 5.1 and Table 2, which lists this shape at
     # 174.6B); with 50257 rows the count is 174.60B instead of 174.62B, both within 0.3 % of 175B.
     # The paper's alternating locally banded sparse attention layers add no parameters.
-    ModelSpec(
-        name="gpt3-175b",
-        layers=96,
-        hidden=12288,
-        heads=96,
-        ffn=49152,
-        vocab=51200,
-        seq_len=2048,
-        activation="gelu",
-        tied_embeddings=True,
-        position_embedding="learned",
-        bias=True,
-        norm="layernorm",
-        attention="standard",
-    ),
+    _megatron_gpt("gpt3-175b", 96, 12288, 96),
     # Llama 2 (Touvron et al. 2023, arXiv:2307.09288, Table 1: 4k context, GQA for 70B); shapes
     # from the Hugging Face config.json of meta-llama/Llama-2-{7b,13b,70b}-hf.
     _llama("llama2-7b", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=11008, vocab=32000, seq_len=4096),
@@ -129,21 +98,8 @@ _PRESETS: tuple[ModelSpec, ...] = (
     # embedding parameters = 250880 * 14336), ALiBi, GeLU, biases, tied LM head. Megatron-DeepSpeed
     # fused softmax, no FlashAttention. Its embedding LayerNorm (2h = 28,672 parameters) has no
     # ModelSpec field and is not counted.
-    ModelSpec(
-        name="bloom-176b",
-        layers=70,
-        hidden=14336,
-        heads=112,
-        ffn=4 * 14336,
-        vocab=250880,
-        seq_len=2048,
-        activation="gelu",
-        tied_embeddings=True,
-        position_embedding="alibi",
-        bias=True,
-        norm="layernorm",
-        attention="standard",
-    ),
+    _gelu_4h("bloom-176b", 70, 14336, 112, vocab=250880, seq_len=2048, position="alibi", bias=True,
+             attention="standard", dropout=False),
     # MPT model cards (mosaicml/mpt-7b, mosaicml/mpt-30b) "Hyperparameter" tables: n_layers,
     # n_heads, d_model, vocab size 50432, sequence length; FlashAttention, ALiBi, no biases.
     # MLP expansion_ratio 4 (config.json). MPT-30B was pre-trained at 2048 and then at 8192.
