@@ -10,7 +10,7 @@ from search._errors import AutoparError, SpecError, UnknownPresetError
 from search._model_presets import MODEL_PRESET_PARAMS, MODEL_PRESETS, model_preset
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
-from search._predict import predict
+from search._predict import predict, predict_memory, time_lower_bound_s
 from search._prediction import Prediction
 from search._profile import (
     SCHEMA_VERSION,
@@ -22,14 +22,20 @@ from search._profile import (
     fit_alpha_beta,
     staleness,
 )
+from search._search import OBJECTIVES, describe, search
+from search._search_result import RankedConfig, SearchResult
+from search._space import FRAMEWORK_TARGETS, Candidate, Space, enumerate_space
 
 __all__ = [
     "CLUSTER_PRESETS",
+    "FRAMEWORK_TARGETS",
     "MODEL_PRESETS",
     "MODEL_PRESET_PARAMS",
+    "OBJECTIVES",
     "SCHEMA_VERSION",
     "AutoparError",
     "Calibration",
+    "Candidate",
     "ClusterSpec",
     "Fingerprint",
     "GPUSpec",
@@ -40,6 +46,9 @@ __all__ = [
     "NodeSpec",
     "ParallelConfig",
     "Prediction",
+    "RankedConfig",
+    "SearchResult",
+    "Space",
     "SpecError",
     "TrainingSpec",
     "UnknownPresetError",
@@ -47,10 +56,15 @@ __all__ = [
     "check_compatible",
     "cluster_preset",
     "default_calibration",
+    "describe",
+    "enumerate_space",
     "fit_alpha_beta",
     "gpu_preset",
     "model_preset",
     "node_preset",
     "predict",
+    "predict_memory",
+    "search",
     "staleness",
+    "time_lower_bound_s",
 ]

@@ -79,6 +79,20 @@ class ParallelConfig:
             raise SpecError(f"{owner}.vp", f"{self.vp} virtual stages need pipeline parallelism (pp > 1)",
                             "set vp=1 or pp >= 2")
 
+    @classmethod
+    def trusted(cls, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int, zero_stage: int,
+                offload_optimizer: Offload, offload_param: Offload, recompute: Recompute) -> ParallelConfig:
+        """Build without re-validating, for enumerators that generate only valid values
+        (:func:`search._space.enumerate_space`, whose tests check every result against
+        :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
+        self = object.__new__(cls)
+        for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp), ("sp", sp),
+                            ("micro_batch", micro_batch), ("zero_stage", zero_stage),
+                            ("offload_optimizer", offload_optimizer), ("offload_param", offload_param),
+                            ("recompute", recompute)):
+            object.__setattr__(self, name, value)
+        return self
+
     @property
     def model_parallel_size(self) -> int:
         """GPUs holding one model replica: tp * pp * cp."""

@@ -10,24 +10,32 @@ Each term is the part on the critical path (exposed), in seconds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
 
 from search._calibration import Calibration, default_calibration
-from search._cluster_spec import ClusterSpec, Dtype, GPUSpec
+from search._cluster_spec import ClusterSpec, Dtype, GPUSpec, NodeSpec
 from search._comm_terms import (
     cp_comm_per_layer_s,
     pp_p2p_per_micro_batch_s,
     step_comm_s,
     tp_forward_per_layer_s,
 )
-from search._compute_time import Kernels, layer_times, lm_head_time_s, make_kernels, optimizer_step_time_s
+from search._compute_time import (
+    Kernels,
+    LayerTimes,
+    layer_times,
+    lm_head_time_s,
+    make_kernels,
+    optimizer_step_time_s,
+)
 from search._errors import SpecError
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
-from search._memory_plan import plan_memory
+from search._memory_plan import MemoryPlan, plan_memory
 from search._model_spec import ModelSpec
 from search._offload import offload_terms
-from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
+from search._parallel_spec import ParallelConfig, Recompute, TrainingSpec, check_compatible
 from search._prediction import Prediction
 from search._schedule import (
     dp_exposed_s,
@@ -51,13 +59,78 @@ def _kernels(gpu: GPUSpec, precision: str, cal: Calibration) -> tuple[Kernels, f
     return kernels, mfu_peak
 
 
+@dataclass(frozen=True, slots=True)
+class MicroBatchTerms:
+    """Per-micro-batch times of one pipeline stage that depend only on the layer shapes."""
+
+    layer: LayerTimes
+    compute_s: float
+    tp_comm_s: float
+    cp_comm_s: float
+    recompute_s: float
+    head_s: float
+
+
+@lru_cache(maxsize=8192)
+def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
+                       cp: int, sp: bool, pp: int, micro_batch: int, recompute: str) -> MicroBatchTerms:
+    """Compute, TP/CP communication, recomputation and LM-head time of one micro-batch on one stage.
+
+    They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute, layers per
+    stage), not on dp or ZeRO, so a search reuses them across thousands of configurations.
+    """
+    kernels, _ = _kernels(gpu, precision, cal)
+    cluster = ClusterSpec(gpu=gpu, node=node)
+    c = ParallelConfig(tp=tp, cp=cp, sp=sp, pp=pp, micro_batch=micro_batch, recompute=cast(Recompute, recompute))
+    tokens = micro_batch * model.seq_len / cp
+    layers_per_stage = model.layers // pp
+    lt = layer_times(model, tokens, model.seq_len, tp, sp, kernels)
+    tp_fwd_s = tp_forward_per_layer_s(model, tokens, cluster, c, cal)
+    cp_fwd_s, cp_bwd_s = cp_comm_per_layer_s(model, tokens, cluster, c, cal, lt)
+    recompute_layer_s = recompute_per_layer_s(recompute, model.attention, lt, tp_fwd_s, cp_fwd_s)
+    head_fwd_s, head_bwd_s = lm_head_time_s(model, tokens, tp, kernels)
+    return MicroBatchTerms(
+        layer=lt,
+        compute_s=layers_per_stage * (lt.forward_s + lt.backward_s),
+        tp_comm_s=layers_per_stage * tp_comm_per_layer_s(tp_fwd_s),
+        cp_comm_s=layers_per_stage * (cp_fwd_s + cp_bwd_s),
+        recompute_s=layers_per_stage * recompute_layer_s,
+        head_s=head_fwd_s + head_bwd_s,
+    )
+
+
+def time_lower_bound_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+                       calibration: Calibration | None = None) -> float:
+    """A cheap lower bound on :func:`predict`'s iteration time: the last stage's per-micro-batch
+    work times the number of micro-batches (every other term is >= 0 and overlap never makes a
+    micro-batch shorter than its compute). A search skips configurations whose bound is already
+    slower than its k-th best. Assumes validated inputs."""
+    cal = calibration or default_calibration()
+    c = config
+    t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.pp,
+                           c.micro_batch, c.recompute)
+    m = training.global_batch // (c.dp * c.micro_batch)
+    return m * (t.compute_s + t.tp_comm_s + t.cp_comm_s + t.recompute_s + t.head_s + cal.microbatch_overhead_s)
+
+
+def predict_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+                   calibration: Calibration | None = None) -> MemoryPlan:
+    """Only the memory side of :func:`predict` (GPU, host and NVMe bytes, feasibility): what a
+    search checks first, before it times a configuration. Assumes the inputs were validated
+    (:func:`search.check_compatible`)."""
+    cal = calibration or default_calibration()
+    m = training.global_batch // (config.dp * config.micro_batch)
+    return plan_memory(model, cluster, config, training, m, cal, stage_params_per_gpu(model, config))
+
+
 def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-            calibration: Calibration | None = None) -> Prediction:
+            calibration: Calibration | None = None, *, memory: MemoryPlan | None = None) -> Prediction:
     """Predict one optimizer step of ``model`` trained with ``config`` on ``cluster``.
 
     Raises :class:`search.SpecError` when the pieces do not fit together (world size,
     divisibility, batch); returns an infeasible :class:`Prediction` (with reasons) when they
-    fit together but the memory does not.
+    fit together but the memory does not. ``memory`` may pass the plan
+    :func:`predict_memory` already computed for the same inputs (a search does).
     """
     cal = calibration or default_calibration()
     if not isinstance(cluster, ClusterSpec):
@@ -71,19 +144,11 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     tokens = c.micro_batch * model.seq_len / c.cp
     layers_per_stage = model.layers // c.pp
 
-    # Per micro-batch, per layer.
-    lt = layer_times(model, tokens, model.seq_len, c.tp, c.sp, kernels)
-    tp_fwd_s = tp_forward_per_layer_s(model, tokens, cluster, c, cal)
-    cp_fwd_s, cp_bwd_s = cp_comm_per_layer_s(model, tokens, cluster, c, cal, lt)
-    recompute_layer_s = recompute_per_layer_s(c.recompute, model.attention, lt, tp_fwd_s, cp_fwd_s)
-    head_fwd_s, head_bwd_s = lm_head_time_s(model, tokens, c.tp, kernels)
-
-    compute_mb_s = layers_per_stage * (lt.forward_s + lt.backward_s)
-    tp_mb_s = layers_per_stage * tp_comm_per_layer_s(tp_fwd_s)
-    cp_mb_s = layers_per_stage * (cp_fwd_s + cp_bwd_s)
-    recompute_mb_s = layers_per_stage * recompute_layer_s
-    head_mb_s = head_fwd_s + head_bwd_s
-    overhead_mb_s = cal.microbatch_overhead_s
+    t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.pp, c.micro_batch,
+                           c.recompute)
+    lt = t.layer
+    compute_mb_s, tp_mb_s, cp_mb_s = t.compute_s, t.tp_comm_s, t.cp_comm_s
+    recompute_mb_s, head_mb_s, overhead_mb_s = t.recompute_s, t.head_s, cal.microbatch_overhead_s
     body_mb_s = compute_mb_s + tp_mb_s + cp_mb_s + recompute_mb_s + overhead_mb_s
     last_stage_mb_s = body_mb_s + head_mb_s  # the LM head sits on the last stage
     stage_avg_mb_s = body_mb_s + head_mb_s / c.pp
@@ -120,7 +185,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     }
     iteration_s = sum(breakdown.values())
 
-    mem = plan_memory(model, cluster, c, training, m, cal, stage_params)
+    mem = memory if memory is not None else plan_memory(model, cluster, c, training, m, cal, stage_params)
     model_flop = model_flop_per_iteration(model, training.global_batch)
     hw_flop = hardware_flop_per_iteration(model, training.global_batch, c.recompute)
     world = cluster.world_size
@@ -145,4 +210,4 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     )
 
 
-__all__ = ["predict"]
+__all__ = ["predict", "predict_memory", "time_lower_bound_s"]

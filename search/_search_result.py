@@ -1,0 +1,96 @@
+"""What a search returns: ranked configurations, the Pareto front, counts and hints."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from search._parallel_spec import ParallelConfig
+from search._prediction import Prediction
+from search._units import GiB
+
+
+@dataclass(frozen=True, slots=True)
+class RankedConfig:
+    """One configuration with its prediction and a one-line reason for its place."""
+
+    rank: int
+    framework: str
+    config: ParallelConfig
+    prediction: Prediction
+    score: float
+    """The objective value it was ranked by (tokens/s, or $ per million tokens)."""
+
+    @property
+    def explanation(self) -> str:
+        """One line: throughput, MFU, bottleneck term and memory headroom."""
+        p = self.prediction
+        share = p.time_breakdown_s[p.bottleneck] / p.iteration_time_s
+        return (f"{p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}; largest term {p.bottleneck} ({share:.0%} of "
+                f"{p.iteration_time_s:.2f} s); {p.memory_headroom_bytes / GiB:.1f} GiB headroom")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "framework": self.framework,
+            "config": asdict(self.config),
+            "score": self.score,
+            "explanation": self.explanation,
+            "prediction": self.prediction.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The answer of :func:`search.search`."""
+
+    model: str
+    cluster: str
+    num_nodes: int
+    world_size: int
+    framework: str
+    objective: str
+    top: tuple[RankedConfig, ...]
+    pareto: tuple[RankedConfig, ...]
+    """Configurations no other beats on both tokens/s and memory headroom."""
+    space_size: int
+    """Raw product of the per-dimension choices."""
+    n_valid: int
+    """Configurations the model, batch and runtime allow."""
+    n_feasible: int
+    """Evaluated configurations that fit in GPU, host and NVMe memory."""
+    n_evaluated: int
+    """Configurations whose memory was checked, and timed when they fit. An exact sweep skips
+    those whose optimistic throughput bound cannot reach the k-th best."""
+    exhaustive: bool
+    """True when the ranking is exact: every valid configuration was evaluated or proven by the
+    throughput bound (:func:`search.time_lower_bound_s`) unable to enter the top k. The Pareto
+    front then covers the evaluated configurations (all of them for the ``pareto`` objective)."""
+    elapsed_s: float
+    study_name: str
+    hints: tuple[str, ...] = ()
+    """Why the closest configurations fail and what would fit, when few or none fit."""
+
+    @property
+    def best(self) -> RankedConfig | None:
+        return self.top[0] if self.top else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "cluster": self.cluster,
+            "num_nodes": self.num_nodes,
+            "world_size": self.world_size,
+            "framework": self.framework,
+            "objective": self.objective,
+            "space_size": self.space_size,
+            "n_valid": self.n_valid,
+            "n_feasible": self.n_feasible,
+            "n_evaluated": self.n_evaluated,
+            "exhaustive": self.exhaustive,
+            "elapsed_s": self.elapsed_s,
+            "study_name": self.study_name,
+            "hints": list(self.hints),
+            "top": [r.to_dict() for r in self.top],
+            "pareto": [r.to_dict() for r in self.pareto],
+        }

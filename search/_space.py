@@ -1,0 +1,246 @@
+"""The configuration space: every valid, de-duplicated parallel configuration of one training job.
+
+:func:`enumerate_space` lists only points that :func:`search.check_compatible` accepts, so the
+search never samples an invalid configuration (Calculon ``get_all_tensor_parallelisms``:
+enumerate only valid values).
+
+Dimensions (their raw product is :attr:`Space.size`):
+
+* tp, pp, cp: divisors of ``world_size``; dp = world_size / (tp*pp*cp) is derived, not a dimension;
+* vp: divisors of layers / pp (its raw range is counted at pp = 1: the divisors of layers);
+* sp: False, True; micro_batch: divisors of global_batch / dp (raw: of global_batch), or the
+  caller's list; zero_stage: 0-3; offload_optimizer, offload_param: none, cpu, nvme;
+  recompute: none, selective, full; framework: the runtimes of the target (four for ``"any"``).
+
+Model and batch rules, the same as ``check_compatible`` (Megatron-LM ``validate_args``):
+tp divides heads, kv_heads and ffn; pp divides layers; pp*vp divides layers; cp > 1 needs
+flash attention and seq_len % (2*cp) == 0 (load-balanced causal CP); sp needs tp > 1;
+vp > 1 needs pp > 1; global_batch % (dp*micro_batch) == 0 (DeepSpeed train_batch rule).
+
+Runtime rules (``shared/reference/frameworks.md``). Each candidate passes ``check_runtime``; these
+rules are stricter than it for deepspeed/megatron-deepspeed cp, megatron-deepspeed offload with
+pp > 1, and fsdp's stages and offloads:
+
+* megatron (Megatron-Core 0.19, sec. 5): TP, PP, VP, SP, CP. zero 0 = DDP, 1 =
+  ``--use-distributed-optimizer``, 2/3 = Megatron-FSDP ``--data-parallel-sharding-strategy
+  optim_grads`` / ``optim_grads_params``. Offload: the optimizer only, to CPU only
+  (``--optimizer-cpu-offload``, the flag ``check_runtime`` names; ParallelConfig asks zero >= 1).
+* deepspeed: no TP, PP or CP of its own (tp = pp = cp = 1). zero 0-3 with ZeRO-Offload /
+  ZeRO-Infinity rules (sec. 1.3, enforced by ParallelConfig): optimizer to cpu needs zero >= 1,
+  to nvme zero 3; parameters (cpu/nvme) zero 3.
+* megatron-deepspeed: TP, PP, SP; no ``--context-parallel-size`` (sec. 5, Megatron-DeepSpeed)
+  and no interleaved schedule in DeepSpeed's PipelineEngine, so cp = vp = 1. With pp > 1 the
+  PipelineEngine asserts zero < 2 (``deepspeed/runtime/pipe/engine.py:77``, sec. 1.8) and we
+  allow no offload; with pp = 1 DeepSpeed's rules above.
+* fsdp (torchtitan FSDP2, sec. 7): TP, PP, VP (interleaved schedules), SP, CP. zero 2 =
+  reshard_after_forward=False (SHARD_GRAD_OP), 3 = FULL_SHARD. Offload only as
+  ``CPUOffloadPolicy`` (``training.enable_cpu_offload``): parameters, gradients and the
+  optimizer step move to CPU together, so (cpu, cpu) with zero 3, else (none, none).
+
+De-duplication (one entry per configuration that runs the same, the simplest kept):
+
+* dp*cp == 1: ZeRO shards over the data-parallel ranks (Megatron's distributed optimizer over
+  the dp x cp group); with one rank there is nothing to shard, so each offload pair keeps only
+  the lowest zero stage the runtime permits for it (stage 0 without offload, FSDP's stage 2).
+* flash attention: "selective" recompute (the attention core, Korthikanti et al. 2022,
+  arXiv:2205.05198) equals "none", since FlashAttention recomputes the attention core in its
+  backward anyway (Dao et al. 2022, arXiv:2205.14135); only "none" is kept.
+* vp > 1 only with pp > 1 (vp = 1 otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from search._errors import SpecError
+from search._model_spec import ModelSpec
+from search._parallel_spec import Framework, Offload, ParallelConfig, Recompute
+
+FRAMEWORK_TARGETS: tuple[str, ...] = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "any")
+"""What :func:`enumerate_space` accepts: one runtime, or ``"any"`` for all four."""
+
+_RUNTIMES: tuple[Framework, ...] = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")
+_ZERO_STAGES = (0, 1, 2, 3)
+_OFFLOADS: tuple[Offload, ...] = ("none", "cpu", "nvme")
+_RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
+_FLASH_RECOMPUTES: tuple[Recompute, ...] = ("none", "full")
+
+Policy = tuple[int, Offload, Offload]
+"""(zero_stage, offload_optimizer, offload_param)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One point of the space: a configuration and the runtime that runs (and costs) it."""
+
+    framework: Framework
+    """A concrete runtime, never ``"any"``."""
+    config: ParallelConfig
+    """Parallel degrees and memory policies; passes ``check_compatible`` for ``framework``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """The enumerated space of one job."""
+
+    size: int
+    """Raw size: product of the per-dimension choice counts before any rule (a report figure)."""
+    candidates: tuple[Candidate, ...]
+    """Every valid, de-duplicated configuration, in a deterministic order (tp, pp, cp, vp, sp,
+    zero/offload, recompute, micro_batch, ascending). A configuration that several runtimes run
+    appears once per runtime, adjacent, in ``FRAMEWORK_TARGETS`` order, sharing one ParallelConfig."""
+
+
+def _divisors(n: int) -> list[int]:
+    """Positive divisors of ``n`` in increasing order, in O(sqrt n)."""
+    small: list[int] = []
+    large: list[int] = []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def _runtime_allows(runtime: Framework, pipelined: bool, zero: int, opt: Offload, param: Offload) -> bool:
+    """Whether ``runtime`` runs this ZeRO stage with these offloads (rules in the module docstring)."""
+    # ParallelConfig's own rules (DeepSpeed ZeRO-Offload / ZeRO-Infinity).
+    if (param != "none" and zero != 3) or (opt == "nvme" and zero != 3) or (opt != "none" and zero == 0):
+        return False
+    if runtime == "megatron":  # --optimizer-cpu-offload only
+        return param == "none" and opt != "nvme"
+    if runtime == "megatron-deepspeed" and pipelined:  # PipelineEngine: ZeRO 0/1, no offload
+        return zero <= 1 and opt == "none" and param == "none"
+    if runtime == "fsdp":  # FSDP2: SHARD_GRAD_OP / FULL_SHARD; CPUOffloadPolicy with FULL_SHARD
+        return (zero in (2, 3) and opt == param == "none") or (zero == 3 and opt == param == "cpu")
+    return True  # deepspeed, and megatron-deepspeed with pp = 1
+
+
+@cache
+def _policies(runtime: Framework, pipelined: bool, sharded: bool) -> tuple[Policy, ...]:
+    """The (zero, offload_optimizer, offload_param) choices of one runtime, de-duplicated.
+
+    ``sharded`` is dp*cp > 1; without it only the lowest permitted stage of each offload
+    pair is kept.
+    """
+    allowed = [
+        (zero, opt, param)
+        for zero in _ZERO_STAGES
+        for opt in _OFFLOADS
+        for param in _OFFLOADS
+        if _runtime_allows(runtime, pipelined, zero, opt, param)
+    ]
+    if sharded:
+        return tuple(allowed)
+    lowest: dict[tuple[Offload, Offload], Policy] = {}
+    for policy in allowed:  # zero ascends, so the first entry per offload pair is the lowest
+        lowest.setdefault((policy[1], policy[2]), policy)
+    return tuple(p for p in allowed if lowest[(p[1], p[2])] is p)
+
+
+def _runs(runtime: Framework, tp: int, pp: int, cp: int, vp: int) -> bool:
+    """Whether ``runtime`` has these parallelisms (rules in the module docstring)."""
+    if runtime == "deepspeed":  # no TP, PP or CP of its own
+        return tp == pp == cp == 1
+    if runtime == "megatron-deepspeed":  # no --context-parallel-size; PipelineEngine is not interleaved
+        return cp == 1 and vp == 1
+    return True  # megatron, fsdp: TP, PP, VP, SP, CP
+
+
+@cache
+def _labelled_policies(
+    runtimes: tuple[Framework, ...], pipelined: bool, sharded: bool
+) -> tuple[tuple[Policy, tuple[Framework, ...]], ...]:
+    """Each policy any of ``runtimes`` permits, with the runtimes that permit it, lowest stage first."""
+    labels: dict[Policy, list[Framework]] = {}
+    for runtime in runtimes:
+        for policy in _policies(runtime, pipelined, sharded):
+            labels.setdefault(policy, []).append(runtime)
+    order = {o: i for i, o in enumerate(_OFFLOADS)}
+    ranked = sorted(labels, key=lambda p: (p[0], order[p[1]], order[p[2]]))
+    return tuple((p, tuple(labels[p])) for p in ranked)
+
+
+def _targets(framework: str) -> tuple[Framework, ...]:
+    if framework == "any":
+        return _RUNTIMES
+    for runtime in _RUNTIMES:
+        if framework == runtime:
+            return (runtime,)
+    raise SpecError("framework", f"{framework!r} is not a framework target",
+                    f"use one of: {', '.join(FRAMEWORK_TARGETS)}")
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SpecError(name, f"{value!r} is not a positive integer", "give an integer >= 1")
+    return value
+
+
+def enumerate_space(
+    model: ModelSpec,
+    world_size: int,
+    global_batch: int,
+    framework: str,
+    micro_batches: Sequence[int] | None = None,
+) -> Space:
+    """Every valid, de-duplicated configuration of ``model`` on ``world_size`` GPUs.
+
+    ``framework`` is one of :data:`FRAMEWORK_TARGETS`; ``micro_batches`` restricts the
+    micro-batch sizes (None: every divisor of global_batch / dp). Raises :class:`SpecError`
+    for an unknown framework target or a bad argument.
+    """
+    runtimes = _targets(framework)
+    if not isinstance(model, ModelSpec):
+        raise SpecError("model", f"{type(model).__name__} is not a ModelSpec",
+                        "pass a ModelSpec (search.model_preset(name) returns one)")
+    _positive("world_size", world_size)
+    _positive("global_batch", global_batch)
+    mbs = None if micro_batches is None else sorted({_positive("micro_batches", m) for m in micro_batches})
+
+    world_divisors = _divisors(world_size)
+    kv = int(model.kv_heads or model.heads)
+    flash = model.attention == "flash"
+    tps = [t for t in world_divisors if model.heads % t == 0 and kv % t == 0 and model.ffn % t == 0]
+    pps = [p for p in world_divisors if model.layers % p == 0]
+    cps = [c for c in world_divisors if c == 1 or (flash and model.seq_len % (2 * c) == 0)]
+    recomputes = _FLASH_RECOMPUTES if flash else _RECOMPUTES
+
+    candidates: list[Candidate] = []
+    # Loops in the order tp, pp, cp, vp, sp, zero/offload, recompute, micro_batch; integer checks
+    # first, and one ParallelConfig per configuration, labelled once per runtime that runs it.
+    for tp in tps:
+        sps = (False, True) if tp > 1 else (False,)
+        for pp in pps:
+            if world_size % (tp * pp):
+                continue
+            vps = _divisors(model.layers // pp) if pp > 1 else [1]
+            for cp in cps:
+                mp = tp * pp * cp
+                if world_size % mp or global_batch % (world_size // mp):
+                    continue
+                dp = world_size // mp
+                per_rank = global_batch // dp
+                micro = _divisors(per_rank) if mbs is None else [m for m in mbs if per_rank % m == 0]
+                for vp in vps:
+                    live = tuple(r for r in runtimes if _runs(r, tp, pp, cp, vp))
+                    if not live:
+                        continue
+                    options = _labelled_policies(live, pp > 1, dp * cp > 1)
+                    for sp in sps:
+                        for (zero, opt, param), labels in options:
+                            for rc in recomputes:
+                                for mb in micro:
+                                    config = ParallelConfig.trusted(dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc)
+                                    for runtime in labels:
+                                        candidates.append(Candidate(runtime, config))
+
+    n_micro = len(mbs) if mbs is not None else len(_divisors(global_batch))
+    size = (len(runtimes) * len(world_divisors) ** 3 * len(_divisors(model.layers)) * 2 * n_micro
+            * len(_ZERO_STAGES) * len(_OFFLOADS) ** 2 * len(_RECOMPUTES))
+    return Space(size=size, candidates=tuple(candidates))

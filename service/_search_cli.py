@@ -1,0 +1,298 @@
+"""``autopar search``: the ranked configurations of a model on a cluster, or the best per cluster size.
+
+    autopar search --model gpt3-175b --cluster dgx-a100-80gb --nodes 128 --global-batch 1536 --top 10
+    autopar search --model llama3-70b --cluster dgx-h100 --nodes 8:256 --global-batch 512 --tokens 300e9
+
+One node count prints the top-k table, the counts, the best configuration's explanation, the
+Pareto front's size and the hints; ``--json`` prints :meth:`SearchResult.to_dict`. A range
+``A:B`` searches A, 2A, 4A, ... nodes (and B) and prints the best configuration of each, with
+the time to train and the GPU-hours of a ``--tokens`` budget. No feasible configuration is a
+valid answer (exit 0), said plainly; user errors raise :class:`search.SpecError` (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from search import ClusterSpec, HardwareProfile, SpecError, apply_profile, staleness
+from search._parallel_spec import FRAMEWORKS, PRECISIONS
+from service._spec_files import load_cluster, load_model
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from search._search_result import RankedConfig, SearchResult
+
+OBJECTIVES = ("throughput", "cost", "pareto")
+"""``search._search.OBJECTIVES``, spelled out so that ``autopar predict`` does not import optuna."""
+LARGE_SWEEP = 10_000
+"""Sweeps of at least this many steps show a progress bar even when stderr is not a terminal."""
+SECONDS_PER_DAY = 86_400.0
+SECONDS_PER_HOUR = 3_600.0
+
+
+def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``search`` subcommand to ``autopar``'s subparsers."""
+    p = sub.add_parser("search", help="rank the parallel configurations of a model on a cluster",
+                       description="Rank the parallel configurations of a model on a cluster (top-k by the "
+                                   "objective), or the best one per cluster size with --nodes A:B.")
+    p.add_argument("--model", required=True, metavar="NAME|FILE.json", help="model preset or ModelSpec JSON file")
+    p.add_argument("--cluster", required=True, metavar="NAME|FILE.json", help="cluster preset or JSON file")
+    p.add_argument("--nodes", metavar="N|A:B",
+                   help="node count, or a range A:B searched at A, 2A, 4A, ... and B (default: 1, or the file's)")
+    p.add_argument("--global-batch", type=int, required=True, metavar="N", help="sequences per optimizer step")
+    p.add_argument("--precision", default="bf16", choices=PRECISIONS, help="mixed precision (default: bf16)")
+    p.add_argument("--framework", default="any", choices=(*FRAMEWORKS, "any"),
+                   help="runtime the configurations must run on; any = all four (default: any)")
+    p.add_argument("--objective", default="throughput", choices=OBJECTIVES,
+                   help="max tokens/s, min $ per token (needs --price-per-gpu-hour), or the Pareto front of "
+                        "tokens/s vs memory headroom (default: throughput)")
+    p.add_argument("--price-per-gpu-hour", type=float, metavar="USD", help="price of a GPU-hour (--objective cost)")
+    p.add_argument("--top", type=int, default=10, metavar="K", help="configurations to list (default: 10)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="sampler seed (default: 0)")
+    p.add_argument("--trials", type=int, metavar="N",
+                   help="sample N trials with TPE/NSGA-II instead of sweeping the space exhaustively")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="stop sampling after this long")
+    p.add_argument("--storage", metavar="URL", help="shared Optuna storage (with --study-name) for several workers")
+    p.add_argument("--study-name", metavar="NAME", help="study in --storage; a range appends -<nodes>n")
+    p.add_argument("--profile", metavar="FILE.json", help="measured hardware profile: replaces preset speeds")
+    p.add_argument("--profile-max-age-days", type=float, default=90.0, metavar="DAYS",
+                   help="warn when the profile is older than this (default: 90)")
+    p.add_argument("--tokens", type=float, metavar="T", help="training token budget (e.g. 300e9): time to train")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=run_search)
+
+
+def parse_nodes(text: str | None) -> list[int] | None:
+    """``None`` (the cluster's default), ``[N]`` for ``"N"``, or A, 2A, 4A, ... (< B) and B for ``"A:B"``."""
+    if text is None:
+        return None
+    fix = "give a node count such as 8, or a range A:B such as 8:256 (positive integers, A <= B)"
+    parts = text.split(":")
+    if len(parts) > 2 or not all(part.strip().isdigit() for part in parts):
+        raise SpecError("--nodes", f"{text!r} is not N or A:B", fix)
+    low, high = int(parts[0]), int(parts[-1])
+    if low < 1 or high < low:
+        raise SpecError("--nodes", f"{text!r} is not a range of positive node counts", fix)
+    counts = [low]
+    while counts[-1] * 2 < high:
+        counts.append(counts[-1] * 2)
+    return counts if counts[-1] == high else [*counts, high]
+
+
+def _check(args: argparse.Namespace) -> None:
+    positive = {"--global-batch": args.global_batch, "--top": args.top, "--trials": args.trials,
+                "--timeout": args.timeout, "--tokens": args.tokens, "--price-per-gpu-hour": args.price_per_gpu_hour}
+    for option, value in positive.items():
+        if value is not None and not value > 0:
+            raise SpecError(option, f"{value!r} is not positive", "give a number > 0")
+    if args.objective == "cost" and args.price_per_gpu_hour is None:
+        raise SpecError("--price-per-gpu-hour", "--objective cost needs the price of a GPU-hour",
+                        "add --price-per-gpu-hour USD, e.g. --price-per-gpu-hour 2.5")
+    if (args.storage is None) != (args.study_name is None):
+        raise SpecError("--study-name", "--storage and --study-name go together",
+                        "give both to share a study between workers, or neither")
+
+
+class _ProfileNotes:
+    """Applies one measured profile to each cluster, warning on stderr once per distinct note."""
+
+    def __init__(self, path: str | None, max_age_days: float) -> None:
+        self.profile, self.max_age_days = None if path is None else HardwareProfile.load(path), max_age_days
+        self.said: set[str] = set()
+
+    def apply(self, cluster: ClusterSpec) -> ClusterSpec:
+        if self.profile is None:
+            return cluster
+        stale = staleness(self.profile, cluster, self.max_age_days)
+        cluster, fallbacks = apply_profile(cluster, self.profile)
+        for note in (*(f"stale profile: {why}" for why in stale), *fallbacks):
+            if note not in self.said:
+                self.said.add(note)
+                print(f"autopar: warning: {note}", file=sys.stderr)
+        return cluster
+
+
+class _ProgressBar:
+    """A rich progress bar on stderr, started at the first report of a sweep worth watching."""
+
+    def __init__(self, label: str, quiet: bool) -> None:
+        self.label, self.quiet, self.tty = label, quiet, sys.stderr.isatty()
+        self.bar: tuple[Progress, TaskID] | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if not self.tty and (self.quiet or total < LARGE_SWEEP):
+                return
+            from rich.console import Console
+            from rich.progress import Progress
+
+            progress = Progress(console=Console(file=sys.stderr), transient=self.tty)
+            progress.start()
+            self.bar = progress, progress.add_task(self.label, total=total)
+        progress, task = self.bar
+        progress.update(task, completed=done, total=total)
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.bar is not None:
+            self.bar[0].stop()
+
+
+def run_search(args: argparse.Namespace) -> int:
+    """The ``search`` subcommand."""
+    _check(args)
+    node_counts = parse_nodes(args.nodes)
+    model = load_model(args.model)
+    profile = _ProfileNotes(args.profile, args.profile_max_age_days)
+    import optuna
+
+    from search._search import search
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line per search
+
+    def one(num_nodes: int | None, study_name: str | None) -> SearchResult:
+        cluster = profile.apply(load_cluster(args.cluster, num_nodes))
+        label = f"{model.name} on {cluster.num_nodes} x {cluster.name}"
+        with _ProgressBar(label, quiet=args.json) as bar:
+            return search(model, cluster, args.global_batch, precision=args.precision, framework=args.framework,
+                          objective=args.objective, top_k=args.top, seed=args.seed, n_trials=args.trials,
+                          timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour,
+                          storage=args.storage, study_name=study_name, progress=bar)
+
+    if node_counts is None or len(node_counts) == 1:
+        result = one(None if node_counts is None else node_counts[0], args.study_name)
+        if args.json:
+            print(json.dumps(result.to_dict(), indent=2))
+        else:
+            _print_result(result, args)
+        return 0
+    results = [one(n, None if args.study_name is None else f"{args.study_name}-{n}n") for n in node_counts]
+    if args.json:
+        print(json.dumps([_what_if_row(r, args.tokens) for r in results], indent=2))
+    else:
+        _print_what_if(results, args)
+    return 0
+
+
+def _time_to_train(best: RankedConfig, world_size: int, tokens: float | None) -> tuple[float | None, float | None]:
+    """(days, GPU-hours) to train on ``tokens`` at the best configuration's speed."""
+    if tokens is None:
+        return None, None
+    seconds = tokens / best.prediction.tokens_per_s
+    return seconds / SECONDS_PER_DAY, world_size * seconds / SECONDS_PER_HOUR
+
+
+def _what_if_row(result: SearchResult, tokens: float | None) -> dict[str, Any]:
+    best = result.best
+    days, gpu_hours = (None, None) if best is None else _time_to_train(best, result.world_size, tokens)
+    return {"num_nodes": result.num_nodes, "world_size": result.world_size,
+            "best": None if best is None else best.to_dict(), "time_to_train_days": days, "gpu_hours": gpu_hours,
+            "n_valid": result.n_valid, "n_feasible": result.n_feasible, "elapsed_s": result.elapsed_s}
+
+
+def _print_table(title: str, columns: list[str], left: set[str], rows: list[list[str]]) -> None:
+    """A table on stdout at its natural width (wrapped by the terminal rather than truncated)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in left else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    console, need = Console(file=sys.stdout), Console(width=1_000).measure(table).maximum
+    if not sys.stdout.isatty() or console.width < need:
+        console = Console(file=sys.stdout, width=need)
+    console.print(table)
+
+
+def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
+    from search._search import describe
+
+    print(f"{result.model} on {result.num_nodes} x {result.cluster} = {result.world_size} GPUs, global batch "
+          f"{args.global_batch}, {args.precision}, framework {result.framework}, objective {result.objective}")
+    cost = result.objective == "cost"
+    columns = ["rank", "framework", "dp", "tp", "pp", "vp", "cp", "sp", "mb", "zero", "offload (opt/param)",
+               "recompute", "tokens/s", "MFU", "iteration s", "peak GiB", "bottleneck", *(["$/M tokens"] * cost)]
+    rows = []
+    for r in result.top:
+        c, p = r.config, r.prediction
+        rows.append([str(r.rank), r.framework, str(c.dp), str(c.tp), str(c.pp), str(c.vp), str(c.cp),
+                     "yes" if c.sp else "-", str(c.micro_batch), str(c.zero_stage),
+                     "-" if c.offload_optimizer == c.offload_param == "none" else
+                     f"{c.offload_optimizer}/{c.offload_param}", c.recompute,
+                     f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}", f"{p.iteration_time_s:.3f}",
+                     f"{p.peak_memory_bytes_per_gpu / 2**30:.1f}", p.bottleneck, *([f"{r.score:.3f}"] * cost)])
+    how = "sampled" if not result.exhaustive else (
+        "exhaustive" if result.n_evaluated >= result.n_valid else "exhaustive, the rest pruned by bound")
+    counts = (f"space {result.space_size:,}, valid {result.n_valid:,}, feasible {result.n_feasible:,}, "
+              f"evaluated {result.n_evaluated:,} ({how}), {result.elapsed_s:.2f} s, study {result.study_name}")
+    best = result.best
+    if best is None:
+        checked = f"{result.n_valid:,} valid" if result.exhaustive else (
+            f"{result.n_evaluated:,} sampled (of {result.n_valid:,} valid)")
+        print(f"NO FEASIBLE CONFIGURATION: none of the {checked} configurations of "
+              f"{result.model} fits in the memory of {result.num_nodes} x {result.cluster} "
+              f"({result.world_size} GPUs) with global batch {args.global_batch} ({result.framework}).")
+        print(counts)
+        for hint in result.hints or ("no hint: try more nodes, a smaller global batch or another framework",):
+            print(f"hint: {hint}")
+        return
+    _print_table(f"top {len(result.top)} by {result.objective}", columns,
+                 {"framework", "offload (opt/param)", "recompute", "bottleneck"}, rows)
+    print(counts)
+    print(f"best: {describe(best.framework, best.config)}: {best.explanation}")
+    print(f"Pareto front (tokens/s vs memory headroom): {len(result.pareto)} configuration"
+          f"{'' if len(result.pareto) == 1 else 's'}")
+    days, gpu_hours = _time_to_train(best, result.world_size, args.tokens)
+    if days is not None and gpu_hours is not None:
+        print(f"time to train {_tokens(args.tokens)} tokens: {days:,.1f} days, {gpu_hours:,.0f} GPU-hours")
+    for hint in result.hints:
+        print(f"hint: {hint}")
+
+
+def _tokens(n: float) -> str:
+    return next((f"{n / scale:,.4g}{unit}" for scale, unit in ((1e12, "T"), (1e9, "B")) if n >= scale), f"{n:,.0f}")
+
+
+def _number(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _print_what_if(results: list[SearchResult], args: argparse.Namespace) -> None:
+    from search._search import describe
+
+    print(f"{results[0].model} on {results[0].cluster}, {results[0].num_nodes} to {results[-1].num_nodes} nodes, "
+          f"global batch {args.global_batch}, {args.precision}, framework {args.framework}, "
+          f"objective {args.objective}")
+    budget = args.tokens is not None
+    price = budget and args.price_per_gpu_hour is not None
+    columns = ["nodes", "GPUs", "best configuration", "tokens/s", "MFU",
+               *(["days", "GPU-hours"] * budget), *(["cost $"] * price), "feasible/evaluated", "seconds"]
+    rows = []
+    for result in results:
+        best = result.best
+        cells = [str(result.num_nodes), str(result.world_size)]
+        if best is None:
+            cells += ["NO FEASIBLE CONFIGURATION", "-", "-"]
+            days = gpu_hours = None
+        else:
+            p = best.prediction
+            cells += [describe(best.framework, best.config), f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}"]
+            days, gpu_hours = _time_to_train(best, result.world_size, args.tokens)
+        if budget:
+            cells += [_number(days, ",.1f"), _number(gpu_hours, ",.0f")]
+        if price:
+            cells.append(_number(None if gpu_hours is None else gpu_hours * args.price_per_gpu_hour, ",.0f"))
+        cells += [f"{result.n_feasible:,}/{result.n_evaluated:,}", f"{result.elapsed_s:.2f}"]
+        rows.append(cells)
+    title = "best configuration per cluster size" + (f" ({_tokens(args.tokens)} training tokens)" if budget else "")
+    _print_table(title, columns, {"best configuration"}, rows)
+    if any(result.best is None for result in results):
+        print("NO FEASIBLE CONFIGURATION at some sizes: run `autopar search --nodes N` at one of them for the hints")

@@ -1,0 +1,199 @@
+"""search(): exact ranking, validity, feasibility, determinism, objectives, hints, shared storage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from search import ModelSpec, SpecError, TrainingSpec, check_compatible, cluster_preset, model_preset, predict
+from search._search import pareto_front, search
+from search._space import enumerate_space
+
+ROOT = Path(__file__).resolve().parents[2]
+POSTGRES_URL = os.environ.get("AUTOPAR_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def small_model(**overrides: Any) -> ModelSpec:
+    fields: dict[str, Any] = dict(name="small", layers=8, hidden=1024, heads=16, ffn=4096, vocab=32000, seq_len=2048)
+    fields.update(overrides)
+    return ModelSpec(**fields)
+
+
+def brute_force_tokens_per_s(model: ModelSpec, cluster: Any, global_batch: int, framework: str) -> list[float]:
+    """Every valid configuration predicted, feasible ones' tokens/s sorted best first."""
+    out = []
+    for cand in enumerate_space(model, cluster.world_size, global_batch, framework).candidates:
+        p = predict(model, cluster, cand.config, TrainingSpec(global_batch, framework=cand.framework))
+        if p.feasible:
+            out.append(p.tokens_per_s)
+    return sorted(out, reverse=True)
+
+
+@pytest.mark.parametrize(("model", "nodes", "batch", "framework"), [
+    (small_model(), 1, 64, "any"),
+    (small_model(), 2, 32, "megatron"),
+    ("gpt-1.7b", 1, 64, "fsdp"),
+])
+def test_exact_top_k_equals_brute_force(model: Any, nodes: int, batch: int, framework: str) -> None:
+    model = model_preset(model) if isinstance(model, str) else model
+    cluster = cluster_preset("dgx-a100-80gb", nodes)
+    result = search(model, cluster, batch, framework=framework, top_k=10)
+    assert result.exhaustive
+    expected = brute_force_tokens_per_s(model, cluster, batch, framework)[:10]
+    assert [r.prediction.tokens_per_s for r in result.top] == pytest.approx(expected, rel=1e-12)
+
+
+def test_returned_configurations_are_valid_feasible_and_ranked() -> None:
+    model, cluster = model_preset("gpt-7.5b"), cluster_preset("dgx-a100-80gb", 4)
+    result = search(model, cluster, 128, framework="any", top_k=10)
+    assert len(result.top) == 10
+    assert [r.rank for r in result.top] == list(range(1, 11))
+    scores = [r.prediction.tokens_per_s for r in result.top]
+    assert scores == sorted(scores, reverse=True)
+    seen = set()
+    for r in result.top:
+        training = TrainingSpec(128, framework=r.framework)  # type: ignore[arg-type]
+        check_compatible(model, cluster.world_size, r.config, training)
+        again = predict(model, cluster, r.config, training)
+        assert again.feasible and again.tokens_per_s == pytest.approx(r.prediction.tokens_per_s, rel=1e-12)
+        assert (r.framework, r.config) not in seen
+        seen.add((r.framework, r.config))
+        assert r.explanation.startswith(f"{r.prediction.tokens_per_s:,.0f} tokens/s")
+    assert 0 < result.n_feasible <= result.n_evaluated <= result.n_valid <= result.space_size
+
+
+def test_same_seed_same_answer_also_when_sampled() -> None:
+    model, cluster = model_preset("gpt-7.5b"), cluster_preset("dgx-a100-80gb", 4)
+    a = search(model, cluster, 128, framework="megatron", max_exhaustive=0, n_trials=60, seed=7)
+    b = search(model, cluster, 128, framework="megatron", max_exhaustive=0, n_trials=60, seed=7)
+    assert not a.exhaustive
+    assert [(r.framework, r.config) for r in a.top] == [(r.framework, r.config) for r in b.top]
+
+
+def test_sampled_search_finds_a_near_optimal_configuration() -> None:
+    model, cluster = model_preset("gpt-7.5b"), cluster_preset("dgx-a100-80gb", 4)
+    exact = search(model, cluster, 128, framework="megatron")
+    sampled = search(model, cluster, 128, framework="megatron", max_exhaustive=0, n_trials=300, seed=0)
+    assert exact.best is not None and sampled.best is not None
+    regret = 1 - sampled.best.prediction.tokens_per_s / exact.best.prediction.tokens_per_s
+    assert 0 <= regret <= 0.05
+
+
+def test_cost_objective_ranks_by_dollars_per_million_tokens() -> None:
+    model, cluster = small_model(), cluster_preset("dgx-a100-80gb", 1)
+    result = search(model, cluster, 64, framework="megatron", objective="cost", price_per_gpu_hour=2.0)
+    costs = [r.score for r in result.top]
+    assert costs == sorted(costs)
+    best = result.top[0]
+    assert best.score == pytest.approx(2.0 * 8 / 3600 / best.prediction.tokens_per_s * 1e6, rel=1e-12)
+    with pytest.raises(SpecError, match="price_per_gpu_hour"):
+        search(model, cluster, 64, objective="cost")
+
+
+def test_pareto_front_is_non_dominated() -> None:
+    model, cluster = small_model(), cluster_preset("dgx-a100-80gb", 1)
+    result = search(model, cluster, 64, framework="megatron", objective="pareto")
+    points = [(r.prediction.tokens_per_s, r.prediction.memory_headroom_bytes) for r in result.pareto]
+    assert len(points) >= 2
+    for i, (t, h) in enumerate(points):
+        assert not any(t2 >= t and h2 >= h and (t2, h2) != (t, h) for j, (t2, h2) in enumerate(points) if j != i)
+    assert pareto_front([(1.0, 1.0, 0), (2.0, 0.5, 1), (0.5, 0.5, 2), (2.0, 0.4, 3)]) == [1, 0]
+
+
+def test_nothing_fits_says_why_and_what_would() -> None:
+    model, cluster = model_preset("gpt-1t"), cluster_preset("dgx-2", 1)
+    megatron = search(model, cluster, 16, precision="fp16", framework="megatron", top_k=3)
+    assert megatron.top == ()
+    assert any(h.startswith("closest:") and "GiB" in h for h in megatron.hints)
+    anything = search(model, cluster, 16, precision="fp16", framework="any", top_k=3)
+    assert anything.best is not None
+    best = anything.best.config
+    assert best.zero_stage == 3 and best.offload_param == "nvme" and best.offload_optimizer == "nvme"
+
+
+def test_bad_arguments_name_the_field() -> None:
+    model, cluster = small_model(), cluster_preset("dgx-a100-80gb", 1)
+    with pytest.raises(SpecError, match=r"^objective"):
+        search(model, cluster, 64, objective="fastest")
+    with pytest.raises(SpecError, match=r"^framework"):
+        search(model, cluster, 64, framework="jax")
+    with pytest.raises(SpecError, match=r"^top_k"):
+        search(model, cluster, 64, top_k=0)
+    with pytest.raises(SpecError, match=r"^study_name"):
+        search(model, cluster, 64, storage="sqlite://")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layers=st.sampled_from([4, 6, 8]), heads=st.sampled_from([8, 16]), nodes=st.sampled_from([1, 2]),
+       batch=st.sampled_from([16, 32, 48]), framework=st.sampled_from(["megatron", "fsdp", "deepspeed", "any"]))
+def test_property_every_answer_is_valid_feasible_and_exact(layers: int, heads: int, nodes: int, batch: int,
+                                                          framework: str) -> None:
+    model = small_model(layers=layers, heads=heads)
+    cluster = cluster_preset("dgx-a100-80gb", nodes)
+    result = search(model, cluster, batch, framework=framework, top_k=5)
+    for r in result.top:
+        training = TrainingSpec(batch, framework=r.framework)  # type: ignore[arg-type]
+        check_compatible(model, cluster.world_size, r.config, training)
+        assert predict(model, cluster, r.config, training).feasible
+    expected = brute_force_tokens_per_s(model, cluster, batch, framework)[:5]
+    assert [r.prediction.tokens_per_s for r in result.top] == pytest.approx(expected, rel=1e-12)
+
+
+def test_different_nodes_change_the_answer() -> None:
+    model = model_preset("gpt-7.5b")
+    one = search(model, cluster_preset("dgx-a100-80gb", 1), 64, framework="megatron")
+    two = search(model, replace(cluster_preset("dgx-a100-80gb", 1), num_nodes=2), 64, framework="megatron")
+    assert one.best is not None and two.best is not None
+    assert two.best.prediction.tokens_per_s > one.best.prediction.tokens_per_s
+
+
+WORKER = """
+import json, sys
+from dataclasses import replace
+from search import cluster_preset, ModelSpec
+from search._search import search
+model = ModelSpec(name="tiny", layers=4, hidden=512, heads=8, ffn=2048, vocab=32000, seq_len=1024)
+base = cluster_preset("dgx-a100-80gb", 1)
+cluster = replace(base, node=replace(base.node, gpus_per_node=2))  # 56 configurations with deepspeed
+result = search(model, cluster, 4, framework="deepspeed", storage=sys.argv[1], study_name=sys.argv[2])
+print(json.dumps({"n_valid": result.n_valid, "best": result.best.prediction.tokens_per_s}))
+"""
+
+
+@pytest.mark.postgres
+def test_two_workers_share_one_study_on_postgresql() -> None:
+    """Two processes cooperate through Optuna's RDB storage: every configuration is evaluated
+    exactly once across them, and both rank the same best."""
+    pytest.importorskip("psycopg")
+    name = f"autopar-test-{uuid.uuid4().hex[:12]}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, POSTGRES_URL, name], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    storage = optuna.storages.RDBStorage(POSTGRES_URL)
+    try:
+        for p, (_out, err) in zip(procs, outs, strict=True):
+            assert p.returncode == 0, err
+        answers = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+        study = optuna.load_study(study_name=name, storage=storage)
+        complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+        keys = [t.params["candidate"] for t in complete]
+        assert len(keys) == len(set(keys)) == answers[0]["n_valid"] == 56
+        assert not study.get_trials(states=(optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING))
+        workers = {t.user_attrs["result"]["worker"] for t in complete}
+        assert len(workers) == 2, "both workers took part"
+        assert answers[0]["best"] == pytest.approx(answers[1]["best"], rel=1e-12)
+    finally:
+        optuna.delete_study(study_name=name, storage=storage)
+        storage.engine.dispose()
