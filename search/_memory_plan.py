@@ -29,13 +29,40 @@ NVME_PARAM_PINNED_BYTES_PER_GPU = 5 * 1e8 * 2
 
 @dataclass(frozen=True, slots=True)
 class MemoryPlan:
-    """Peak per-GPU bytes with components, host and NVMe bytes per node, and failures."""
+    """Peak per-GPU bytes with components, host and NVMe bytes per node, and the capacities."""
 
     peak_bytes: float
     breakdown: dict[str, float]
     cpu_bytes_per_node: float
     nvme_bytes_per_node: float
-    reasons: tuple[str, ...]
+    gpu_capacity_bytes: float
+    cpu_capacity_bytes: float
+    nvme_capacity_bytes: float
+
+    @property
+    def feasible(self) -> bool:
+        """GPU, host memory and NVMe all fit."""
+        return (self.peak_bytes <= self.gpu_capacity_bytes and self.cpu_bytes_per_node <= self.cpu_capacity_bytes
+                and self.nvme_bytes_per_node <= self.nvme_capacity_bytes)
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Why it does not fit, one sentence per exhausted resource (empty when it fits). Built on
+        demand: a search checks tens of thousands of plans and reads few reasons."""
+        reasons: list[str] = []
+        if self.peak_bytes > self.gpu_capacity_bytes:
+            top = max(self.breakdown.items(), key=lambda kv: kv[1])
+            reasons.append(
+                f"needs {self.peak_bytes / GiB:.1f} GiB per GPU ({top[0].replace('_', ' ')} {top[1] / GiB:.1f} GiB), "
+                f"the GPU has {self.gpu_capacity_bytes / GiB:.1f} GiB"
+            )
+        if self.cpu_bytes_per_node > self.cpu_capacity_bytes:
+            reasons.append(f"offloaded states need {self.cpu_bytes_per_node / GiB:.0f} GiB of CPU memory per node, "
+                           f"the node has {self.cpu_capacity_bytes / GiB:.0f} GiB")
+        if self.nvme_bytes_per_node > self.nvme_capacity_bytes:
+            reasons.append(f"offloaded states need {self.nvme_bytes_per_node / 1e12:.1f} TB of NVMe per node, "
+                           f"the node has {self.nvme_capacity_bytes / 1e12:.1f} TB")
+        return tuple(reasons)
 
 
 def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
@@ -101,17 +128,4 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
         ckpt = 2.0 * c.micro_batch * model.seq_len / c.cp * model.hidden * (model.layers // c.pp) * held
         cpu += ckpt * gpn
 
-    reasons: list[str] = []
-    if peak > cluster.gpu.memory_bytes:
-        top = max(breakdown.items(), key=lambda kv: kv[1])
-        reasons.append(
-            f"needs {peak / GiB:.1f} GiB per GPU ({top[0].replace('_', ' ')} {top[1] / GiB:.1f} GiB), "
-            f"the GPU has {cluster.gpu.memory_bytes / GiB:.1f} GiB"
-        )
-    if cpu > node.cpu_memory_bytes:
-        reasons.append(f"offloaded states need {cpu / GiB:.0f} GiB of CPU memory per node, "
-                       f"the node has {node.cpu_memory_bytes / GiB:.0f} GiB")
-    if nvme > node.nvme_bytes:
-        reasons.append(f"offloaded states need {nvme / 1e12:.1f} TB of NVMe per node, "
-                       f"the node has {node.nvme_bytes / 1e12:.1f} TB")
-    return MemoryPlan(peak, breakdown, cpu, nvme, tuple(reasons))
+    return MemoryPlan(peak, breakdown, cpu, nvme, cluster.gpu.memory_bytes, node.cpu_memory_bytes, node.nvme_bytes)

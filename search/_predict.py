@@ -204,7 +204,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         cpu_memory_bytes_per_node=mem.cpu_bytes_per_node,
         nvme_bytes_per_node=mem.nvme_bytes_per_node,
         num_micro_batches=m,
-        feasible=not mem.reasons,
+        feasible=mem.feasible,
         reasons=mem.reasons,
         warnings=comm.warnings,
     )

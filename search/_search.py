@@ -115,19 +115,29 @@ class _Evaluator:
         self.closest: list[tuple[tuple[float, float], int, Candidate, MemoryPlan]] = []
         self.n_evaluated = 0
         self.n_feasible = 0
+        self._bound_cache: dict[tuple[Any, ...], float] = {}
 
     def memory(self, cand: Candidate) -> MemoryPlan:
         return predict_memory(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal)
 
     def upper_bound_tokens_per_s(self, cand: Candidate) -> float:
-        """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`)."""
-        bound_s = time_lower_bound_s(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal)
-        return self.tokens_per_step / bound_s
+        """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`). The bound is
+        m times a per-micro-batch time that depends only on the layer shape, cached here by it."""
+        c = cand.config
+        key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute)
+        per_micro_batch_s = self._bound_cache.get(key)
+        if per_micro_batch_s is None:
+            one = replace(c, dp=1, zero_stage=0, offload_optimizer="none", offload_param="none", vp=1)
+            training = replace(self.trainings[cand.framework], global_batch=c.micro_batch)
+            per_micro_batch_s = time_lower_bound_s(self.model, self.cluster, one, training, self.cal)
+            self._bound_cache[key] = per_micro_batch_s
+        micro_batches = self.tokens_per_step // (self.model.seq_len * c.dp * c.micro_batch)
+        return self.tokens_per_step / (micro_batches * per_micro_batch_s)
 
     def __call__(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         self.n_evaluated += 1
         plan = self.memory(cand)
-        if plan.reasons:
+        if not plan.feasible:
             node = self.cluster.node
             # Closest first: by how far GPU memory is exceeded, then host memory and NVMe.
             ratio = (plan.peak_bytes / self.cluster.gpu.memory_bytes,
@@ -415,7 +425,7 @@ def _hints(ev: _Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch:
                                  offload_param=offload, recompute="full")
             if global_batch % cluster.world_size == 0:
                 plan = ev.memory(Candidate(cast(Framework, fw), cfg))
-                if not plan.reasons:
+                if plan.feasible:
                     hints.append(f"fits with ZeRO-3 + {offload.upper()} offload of optimizer and parameters "
                                  f"({fw}, micro-batch 1, full recompute)")
                     break
@@ -424,7 +434,7 @@ def _hints(ev: _Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch:
     doubled = replace(best.config, dp=best.config.dp * 2)
     if global_batch % (doubled.dp * doubled.micro_batch) == 0:
         training = TrainingSpec(global_batch, cast(Precision, precision), framework=best.framework)
-        if not predict_memory(model, bigger, doubled, training, cal).reasons:
+        if predict_memory(model, bigger, doubled, training, cal).feasible:
             hints.append(f"fits with twice the nodes ({bigger.num_nodes}): {describe(best.framework, doubled)}")
     return tuple(hints)
 
