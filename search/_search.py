@@ -12,6 +12,7 @@ evaluates queued trials until none is left (one trial per configuration).
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import socket
 import time
@@ -38,6 +39,9 @@ QUEUED = "autopar_queued"
 """User attribute of the trials a shared-storage search enqueues (one per valid configuration)."""
 DEFAULT_MAX_EXHAUSTIVE = 200_000
 """Valid configurations up to which the sweep is exhaustive (about 50-100 us each)."""
+WARM_START_VISITS = 40_000
+"""Configurations the seeding branch-and-bound sweep may visit (about 1 s; a count, not a time,
+so that the same seed gives the same answer)."""
 DEFAULT_N_TRIALS = 400
 """Trials of the sampled search when the space is too large to sweep (TPE costs grow with trials)."""
 PARAMS = ("framework", "tp", "pp", "cp", "vp", "sp", "micro_batch", "zero_stage", "offload_optimizer",
@@ -116,6 +120,7 @@ class _Evaluator:
         self.n_evaluated = 0
         self.n_feasible = 0
         self._bound_cache: dict[tuple[Any, ...], float] = {}
+        self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
 
     def memory(self, cand: Candidate) -> MemoryPlan:
         return predict_memory(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal)
@@ -135,6 +140,14 @@ class _Evaluator:
         return self.tokens_per_step / (micro_batches * per_micro_batch_s)
 
     def __call__(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
+        """Evaluate once; a repeat (a sampler proposing it again) returns the first answer uncounted."""
+        if cand in self._seen:
+            return self._seen[cand]
+        answer = self._evaluate(cand)
+        self._seen[cand] = answer
+        return answer
+
+    def _evaluate(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         self.n_evaluated += 1
         plan = self.memory(cand)
         if not plan.feasible:
@@ -209,17 +222,20 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
 
 
 def _sweep(candidates: Sequence[Candidate], ev: _Evaluator, top_k: int, objective: str,
-           progress: ProgressFn | None) -> None:
+           progress: ProgressFn | None, max_visits: int | None = None) -> None:
     """Exact top-k by branch and bound: visit configurations by their optimistic throughput
     (:meth:`_Evaluator.upper_bound_tokens_per_s`), best first, and stop once that bound falls
     to the k-th best throughput found (no configuration left can enter the top k). The Pareto
-    objective needs every feasible point, so it visits all."""
+    objective needs every feasible point, so it visits all. With ``max_visits`` it is an anytime
+    search (deterministic, unlike a deadline): it stops there with the best found so far."""
     total = len(candidates)
     bounds = sorted(((ev.upper_bound_tokens_per_s(c), i) for i, c in enumerate(candidates)), reverse=True)
     kth: list[float] = []  # min-heap of the k best tokens/s so far
     step = max(1, total // 100)
     for visited, (bound, i) in enumerate(bounds, start=1):
         if objective != "pareto" and len(kth) == top_k and bound <= kth[0]:
+            break
+        if max_visits is not None and visited > max_visits:
             break
         pred, _plan = ev(candidates[i])
         if pred is not None:
@@ -281,8 +297,9 @@ def _rank(ev: _Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfi
 def _warm_start(candidates: Sequence[Candidate], cluster: ClusterSpec, ev: _Evaluator, limit: int) -> list[Candidate]:
     """Known-good layouts to seed the sampler: the rule of thumb of Narayanan et al. 2021 Sec. 3.3
     (TP up to the GPUs of a node, then the fewest pipeline stages, micro-batch 1, full
-    recomputation), then the configurations with the best optimistic throughput
-    (:meth:`_Evaluator.upper_bound_tokens_per_s`)."""
+    recomputation), the lightest on memory (ZeRO-3 with the deepest offload), and the best
+    configurations a branch-and-bound sweep (:func:`_sweep`) finds in its first
+    :data:`WARM_START_VISITS` configurations."""
     gpn = cluster.node.gpus_per_node
 
     def rule_of_thumb(c: Candidate) -> tuple[Any, ...]:
@@ -290,9 +307,48 @@ def _warm_start(candidates: Sequence[Candidate], cluster: ClusterSpec, ev: _Eval
         return (cfg.tp > gpn, -min(cfg.tp, gpn), cfg.pp, cfg.cp, cfg.micro_batch, cfg.recompute != "full",
                 cfg.offload_optimizer != "none", cfg.zero_stage)
 
-    seeds = sorted(candidates, key=rule_of_thumb)[:4]
-    seeds += sorted(candidates, key=ev.upper_bound_tokens_per_s, reverse=True)[:limit]
+    def memory_light(c: Candidate) -> tuple[Any, ...]:
+        cfg = c.config
+        offload = {"nvme": 0, "cpu": 1, "none": 2}
+        return (offload[cfg.offload_param], offload[cfg.offload_optimizer], -cfg.zero_stage,
+                cfg.recompute != "full", cfg.micro_batch, -cfg.tp * cfg.pp)
+
+    seeds = sorted(candidates, key=rule_of_thumb)[:4] + sorted(candidates, key=memory_light)[:4]
+    _sweep(candidates, ev, limit, "throughput", None, max_visits=WARM_START_VISITS)
+    seeds += [c for c, _p, _s in sorted(ev.feasible, key=lambda x: x[1].tokens_per_s, reverse=True)[:limit]]
     return list(dict.fromkeys(seeds))[:limit]
+
+
+class _Repair:
+    """Map a sampled combination that is not a valid configuration to the nearest valid one.
+
+    Samplers propose each parameter independently, and most combinations break a divisibility
+    or runtime rule; repairing them (Michalewicz 1996's repair operator for constrained
+    search) keeps every trial useful. Nearest: same runtime and the closest (tp, pp, cp) in
+    log2 distance, then the fewest differing remaining parameters.
+    """
+
+    def __init__(self, candidates: Sequence[Candidate]) -> None:
+        self.by_layout: dict[tuple[Any, ...], list[Candidate]] = {}
+        for cand in candidates:
+            c = cand.config
+            self.by_layout.setdefault((cand.framework, c.tp, c.pp, c.cp), []).append(cand)
+
+    def __call__(self, p: dict[str, Any]) -> Candidate:
+        def layout_distance(key: tuple[Any, ...]) -> float:
+            fw, tp, pp, cp = key
+            return float((fw != p["framework"]) * 100.0 + abs(math.log2(tp / p["tp"]))
+                         + abs(math.log2(pp / p["pp"])) + abs(math.log2(cp / p["cp"])))
+
+        layout = min(self.by_layout, key=layout_distance)
+
+        def mismatch(cand: Candidate) -> float:
+            c = cand.config
+            return float(abs(math.log2(c.micro_batch / p["micro_batch"])) + (c.vp != p["vp"]) + (c.sp != p["sp"])
+                         + (c.zero_stage != p["zero_stage"]) + (c.offload_optimizer != p["offload_optimizer"])
+                         + (c.offload_param != p["offload_param"]) + (c.recompute != p["recompute"]))
+
+        return min(self.by_layout[layout], key=mismatch)
 
 
 def _run_sampler(candidates: Sequence[Candidate], ev: _Evaluator, objective: str, name: str, seed: int,
@@ -314,23 +370,19 @@ def _run_sampler(candidates: Sequence[Candidate], ev: _Evaluator, objective: str
     for cand in _warm_start(candidates, cluster, ev, max(8, n_trials // 4)):
         study.enqueue_trial(_params(cand))
     worst = [0.0, float("-inf")] if objective == "pareto" else [float("inf") if objective == "cost" else 0.0]
-    seen: set[tuple[Any, ...]] = set()
+    repair = _Repair(candidates)
 
     def run(trial: optuna.Trial) -> Sequence[float]:
         key = tuple(trial.suggest_categorical(p, choices[p]) for p in PARAMS)
-        cand = by_key.get(key)
-        if cand is None or key in seen:  # not a valid configuration, or already evaluated
-            trial.set_constraint("valid", 1.0)
-            trial.set_constraint("memory", 1.0)
-            return worst
-        trial.set_constraint("valid", 0.0)
-        seen.add(key)
-        pred, plan = ev(cand)
+        cand = by_key.get(key) or repair(dict(zip(PARAMS, key, strict=True)))
+        trial.set_user_attr("evaluated", describe(cand.framework, cand.config))
+        pred, plan = ev(cand)  # each configuration is evaluated once; repeats reuse the answer
         if pred is None:
             trial.set_constraint("memory", plan.peak_bytes / cluster.gpu.memory_bytes - 1.0 + 1e-9)
             return worst
         trial.set_constraint("memory", -pred.memory_headroom_bytes / cluster.gpu.memory_bytes)
-        return _values(objective, pred, ev.feasible[-1][2])
+        score = objective_score(pred, objective, cluster.world_size, ev.price)
+        return _values(objective, pred, score)
 
     callbacks = [] if progress is None else [lambda _s, t: progress(t.number + 1, n_trials)]
     study.optimize(run, n_trials=n_trials, timeout=timeout_s, callbacks=callbacks)

@@ -185,7 +185,7 @@ def test_same_seed_same_answer_sampled(capsys: pytest.CaptureFixture[str]) -> No
     argv = [*SMALL, "--seed", "3", "--trials", "40"]
     first = run_json(capsys, *argv)
     second = run_json(capsys, *argv)
-    assert first["exhaustive"] is False and first["n_evaluated"] <= 40
+    assert first["exhaustive"] is False and first["n_evaluated"] <= first["n_valid"]
     assert without_elapsed(first) == without_elapsed(second)
 
 
