@@ -107,7 +107,8 @@ def run_case(case: Case, repeat: int, max_exhaustive: int, trials: int | None, v
         result = search(case.model, case.cluster, case.global_batch, precision=case.precision, framework="any",
                         top_k=10, max_exhaustive=max_exhaustive, n_trials=trials)
         seconds.append(time.perf_counter() - start)
-    assert result is not None  # repeat >= 1
+    if result is None:
+        raise SystemExit("search_speed: error: --repeat must be >= 1")
     regret: float | None = 0.0
     if verify:
         regret = regret_of(result, brute_force_best_tokens_per_s(case))

@@ -1,0 +1,153 @@
+"""Evaluating configurations for a search: memory first, then time, exact top-k by branch and bound."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, cast
+
+from search._calibration import Calibration
+from search._cluster_spec import ClusterSpec
+from search._errors import SpecError
+from search._memory_plan import MemoryPlan
+from search._model_spec import ModelSpec
+from search._parallel_spec import ParallelConfig, Precision, TrainingSpec
+from search._predict import predict, predict_memory, time_lower_bound_s
+from search._prediction import Prediction
+from search._search_result import RankedConfig
+from search._space import Candidate
+
+ProgressFn = Callable[[int, int], None]
+
+
+def describe(framework: str, c: ParallelConfig) -> str:
+    """A compact one-line label of a configuration."""
+    offload = "" if c.offload_optimizer == c.offload_param == "none" else (
+        f" offload(opt={c.offload_optimizer},param={c.offload_param})")
+    return (f"{framework} dp={c.dp} tp={c.tp} pp={c.pp}" + (f" vp={c.vp}" if c.vp > 1 else "")
+            + (f" cp={c.cp}" if c.cp > 1 else "") + (" sp" if c.sp else "")
+            + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={c.recompute}")
+
+
+def objective_score(prediction: Prediction, objective: str, world_size: int, price_per_gpu_hour: float | None) -> float:
+    """The value a configuration is ranked by: tokens/s (higher is better), or for ``cost`` the
+    dollars per million tokens (lower is better)."""
+    if objective == "cost":
+        if price_per_gpu_hour is None:
+            raise SpecError("price_per_gpu_hour", "the cost objective needs a price", "give $ per GPU-hour")
+        return price_per_gpu_hour * world_size / 3600.0 / prediction.tokens_per_s * 1e6
+    return prediction.tokens_per_s
+
+
+def pareto_front(items: Sequence[tuple[float, float, int]]) -> list[int]:
+    """Indices of the (tokens/s, headroom) points no other point beats on both (both maximised)."""
+    front: list[int] = []
+    best_headroom = float("-inf")
+    for _tps, headroom, index in sorted(items, key=lambda x: (-x[0], -x[1])):
+        if headroom > best_headroom:
+            front.append(index)
+            best_headroom = headroom
+    return front
+
+
+class Evaluator:
+    """Memory first, then time; remembers every timed feasible prediction and the closest misses."""
+
+    def __init__(self, model: ModelSpec, cluster: ClusterSpec, global_batch: int, precision: str,
+                 cal: Calibration, objective: str, price: float | None) -> None:
+        self.model, self.cluster, self.cal = model, cluster, cal
+        self.objective, self.price = objective, price
+        self.tokens_per_step = global_batch * model.seq_len
+        self.trainings = {fw: TrainingSpec(global_batch, cast(Precision, precision), framework=fw)
+                          for fw in ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")}
+        self.feasible: list[tuple[Candidate, Prediction, float]] = []
+        self.closest: list[tuple[tuple[float, float], int, Candidate, MemoryPlan]] = []
+        self.n_evaluated = 0
+        self.n_feasible = 0
+        self._bound_cache: dict[tuple[Any, ...], float] = {}
+        self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
+
+    def memory(self, cand: Candidate) -> MemoryPlan:
+        return predict_memory(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal)
+
+    def upper_bound_tokens_per_s(self, cand: Candidate) -> float:
+        """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`). The bound is
+        m times a per-micro-batch time that depends only on the layer shape, cached here by it."""
+        c = cand.config
+        key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute)
+        per_micro_batch_s = self._bound_cache.get(key)
+        if per_micro_batch_s is None:
+            one = replace(c, dp=1, zero_stage=0, offload_optimizer="none", offload_param="none", vp=1)
+            training = replace(self.trainings[cand.framework], global_batch=c.micro_batch)
+            per_micro_batch_s = time_lower_bound_s(self.model, self.cluster, one, training, self.cal)
+            self._bound_cache[key] = per_micro_batch_s
+        micro_batches = self.tokens_per_step // (self.model.seq_len * c.dp * c.micro_batch)
+        return self.tokens_per_step / (micro_batches * per_micro_batch_s)
+
+    def __call__(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
+        """Evaluate once; a repeat (a sampler proposing it again) returns the first answer uncounted."""
+        if cand in self._seen:
+            return self._seen[cand]
+        answer = self._evaluate(cand)
+        self._seen[cand] = answer
+        return answer
+
+    def _evaluate(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
+        self.n_evaluated += 1
+        plan = self.memory(cand)
+        if not plan.feasible:
+            node = self.cluster.node
+            # Closest first: by how far GPU memory is exceeded, then host memory and NVMe.
+            ratio = (plan.peak_bytes / self.cluster.gpu.memory_bytes,
+                     max(plan.cpu_bytes_per_node / node.cpu_memory_bytes, plan.nvme_bytes_per_node / node.nvme_bytes))
+            item = ((-ratio[0], -ratio[1]), -self.n_evaluated, cand, plan)
+            if len(self.closest) < 3:
+                heapq.heappush(self.closest, item)
+            else:
+                heapq.heappushpop(self.closest, item)
+            return None, plan
+        self.n_feasible += 1
+        pred = predict(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal, memory=plan)
+        self.feasible.append((cand, pred, objective_score(pred, self.objective, self.cluster.world_size, self.price)))
+        return pred, plan
+
+
+def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective: str,
+           progress: ProgressFn | None, max_visits: int | None = None) -> None:
+    """Exact top-k by branch and bound: visit configurations by their optimistic throughput
+    (:meth:`Evaluator.upper_bound_tokens_per_s`), best first, and stop once that bound falls
+    to the k-th best throughput found (no configuration left can enter the top k). The Pareto
+    objective needs every feasible point, so it visits all. With ``max_visits`` it is an anytime
+    search (deterministic, unlike a deadline): it stops there with the best found so far."""
+    total = len(candidates)
+    bounds = sorted(((ev.upper_bound_tokens_per_s(c), i) for i, c in enumerate(candidates)), reverse=True)
+    kth: list[float] = []  # min-heap of the k best tokens/s so far
+    step = max(1, total // 100)
+    for visited, (bound, i) in enumerate(bounds, start=1):
+        if objective != "pareto" and len(kth) == top_k and bound <= kth[0]:
+            break
+        if max_visits is not None and visited > max_visits:
+            break
+        pred, _plan = ev(candidates[i])
+        if pred is not None:
+            if len(kth) < top_k:
+                heapq.heappush(kth, pred.tokens_per_s)
+            elif pred.tokens_per_s > kth[0]:
+                heapq.heapreplace(kth, pred.tokens_per_s)
+        if progress is not None and visited % step == 0:
+            progress(visited, total)
+    if progress is not None:
+        progress(total, total)
+
+
+def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig, ...], tuple[RankedConfig, ...]]:
+    sign = -1.0 if objective == "cost" else 1.0
+    # Best score first; equal scores go to the one with more memory headroom (safer to launch).
+    ordered = sorted(ev.feasible, key=lambda x: (sign * x[2], x[1].memory_headroom_bytes), reverse=True)
+    top = tuple(RankedConfig(i + 1, c.framework, c.config, p, s) for i, (c, p, s) in enumerate(ordered[:top_k]))
+    points = [(p.tokens_per_s, p.memory_headroom_bytes, i) for i, (_c, p, _s) in enumerate(ev.feasible)]
+    front_idx = pareto_front(points)
+    pareto = tuple(RankedConfig(i + 1, ev.feasible[j][0].framework, ev.feasible[j][0].config, ev.feasible[j][1],
+                                ev.feasible[j][2]) for i, j in enumerate(front_idx))
+    return top, pareto

@@ -1,0 +1,266 @@
+"""The Optuna side of a search: the study of an exact sweep, the sampler for large spaces, and
+shared storage for several workers. optuna is imported where it is used: it takes over a second
+to import, and ``autopar predict`` never needs it."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from search._cluster_spec import ClusterSpec
+from search._errors import SpecError
+from search._evaluator import Evaluator, ProgressFn, describe, objective_score, rank, sweep
+from search._parallel_spec import Framework
+from search._predict import predict
+from search._prediction import Prediction
+from search._space import Candidate
+
+if TYPE_CHECKING:
+    import optuna
+
+QUEUED = "autopar_queued"
+"""User attribute of the trials a shared-storage search enqueues (one per valid configuration)."""
+
+
+WARM_START_VISITS = 40_000
+"""Configurations the seeding branch-and-bound sweep may visit (about 1 s; a count, not a time,
+so that the same seed gives the same answer)."""
+
+
+DEFAULT_N_TRIALS = 400
+"""Trials of the sampled search when the space is too large to sweep (TPE costs grow with trials)."""
+
+
+PARAMS = ("framework", "tp", "pp", "cp", "vp", "sp", "micro_batch", "zero_stage", "offload_optimizer",
+          "offload_param", "recompute")
+
+
+def _params(candidate: Candidate) -> dict[str, Any]:
+    c = candidate.config
+    return {"framework": candidate.framework, "tp": c.tp, "pp": c.pp, "cp": c.cp, "vp": c.vp, "sp": c.sp,
+            "micro_batch": c.micro_batch, "zero_stage": c.zero_stage, "offload_optimizer": c.offload_optimizer,
+            "offload_param": c.offload_param, "recompute": c.recompute}
+
+
+def _distributions(candidates: Sequence[Candidate]) -> dict[str, optuna.distributions.BaseDistribution]:
+    import optuna
+
+    values: dict[str, set[Any]] = {name: set() for name in PARAMS}
+    for cand in candidates:
+        for name, value in _params(cand).items():
+            values[name].add(value)
+    return {name: optuna.distributions.CategoricalDistribution(sorted(vals, key=str)) for name, vals in values.items()}
+
+
+def _directions(objective: str) -> list[optuna.study.StudyDirection]:
+    import optuna
+
+    up, down = optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE
+    if objective == "pareto":
+        return [up, up]
+    return [down] if objective == "cost" else [up]
+
+
+def _values(objective: str, pred: Prediction, score: float) -> list[float]:
+    return [pred.tokens_per_s, pred.memory_headroom_bytes] if objective == "pareto" else [score]
+
+
+def _trial(cand: Candidate, pred: Prediction, values: list[float],
+           dists: dict[str, optuna.distributions.BaseDistribution]) -> optuna.trial.FrozenTrial:
+    import optuna
+
+    return optuna.trial.create_trial(
+        params=_params(cand), distributions=dists, values=values,
+        user_attrs={"iteration_time_s": pred.iteration_time_s, "peak_memory_bytes": pred.peak_memory_bytes_per_gpu,
+                    "bottleneck": pred.bottleneck},
+    )
+
+
+def tell_study(ev: Evaluator, objective: str, name: str, top_k: int) -> optuna.Study:
+    """An in-memory study holding the ranked results of an exhaustive sweep (telling every
+    evaluated configuration would cost more than evaluating it)."""
+    import optuna
+
+    study = optuna.create_study(study_name=name, directions=_directions(objective))
+    if not ev.feasible:
+        return study
+    top, pareto = rank(ev, objective, top_k)
+    chosen = {(r.framework, r.config): r for r in (*top, *pareto)}
+    dists = _distributions([Candidate(cast(Framework, fw), cfg) for fw, cfg in chosen])
+    study.add_trials([
+        _trial(Candidate(cast(Framework, fw), cfg), r.prediction, _values(objective, r.prediction, r.score), dists)
+        for (fw, cfg), r in chosen.items()
+    ])
+    return study
+
+
+def warm_start(candidates: Sequence[Candidate], cluster: ClusterSpec, ev: Evaluator, limit: int) -> list[Candidate]:
+    """Known-good layouts to seed the sampler: the rule of thumb of Narayanan et al. 2021 Sec. 3.3
+    (TP up to the GPUs of a node, then the fewest pipeline stages, micro-batch 1, full
+    recomputation), the lightest on memory (ZeRO-3 with the deepest offload), and the best
+    configurations a branch-and-bound sweep (:func:`_sweep`) finds in its first
+    :data:`WARM_START_VISITS` configurations."""
+    gpn = cluster.node.gpus_per_node
+
+    def rule_of_thumb(c: Candidate) -> tuple[Any, ...]:
+        cfg = c.config
+        return (cfg.tp > gpn, -min(cfg.tp, gpn), cfg.pp, cfg.cp, cfg.micro_batch, cfg.recompute != "full",
+                cfg.offload_optimizer != "none", cfg.zero_stage)
+
+    def memory_light(c: Candidate) -> tuple[Any, ...]:
+        cfg = c.config
+        offload = {"nvme": 0, "cpu": 1, "none": 2}
+        return (offload[cfg.offload_param], offload[cfg.offload_optimizer], -cfg.zero_stage,
+                cfg.recompute != "full", cfg.micro_batch, -cfg.tp * cfg.pp)
+
+    seeds = sorted(candidates, key=rule_of_thumb)[:4] + sorted(candidates, key=memory_light)[:4]
+    sweep(candidates, ev, limit, "throughput", None, max_visits=WARM_START_VISITS)
+    seeds += [c for c, _p, _s in sorted(ev.feasible, key=lambda x: x[1].tokens_per_s, reverse=True)[:limit]]
+    return list(dict.fromkeys(seeds))[:limit]
+
+
+class _Repair:
+    """Map a sampled combination that is not a valid configuration to the nearest valid one.
+
+    Samplers propose each parameter independently, and most combinations break a divisibility
+    or runtime rule; repairing them (Michalewicz 1996's repair operator for constrained
+    search) keeps every trial useful. Nearest: same runtime and the closest (tp, pp, cp) in
+    log2 distance, then the fewest differing remaining parameters.
+    """
+
+    def __init__(self, candidates: Sequence[Candidate]) -> None:
+        self.by_layout: dict[tuple[Any, ...], list[Candidate]] = {}
+        for cand in candidates:
+            c = cand.config
+            self.by_layout.setdefault((cand.framework, c.tp, c.pp, c.cp), []).append(cand)
+
+    def __call__(self, p: dict[str, Any]) -> Candidate:
+        def layout_distance(key: tuple[Any, ...]) -> float:
+            fw, tp, pp, cp = key
+            return float((fw != p["framework"]) * 100.0 + abs(math.log2(tp / p["tp"]))
+                         + abs(math.log2(pp / p["pp"])) + abs(math.log2(cp / p["cp"])))
+
+        layout = min(self.by_layout, key=layout_distance)
+
+        def mismatch(cand: Candidate) -> float:
+            c = cand.config
+            return float(abs(math.log2(c.micro_batch / p["micro_batch"])) + (c.vp != p["vp"]) + (c.sp != p["sp"])
+                         + (c.zero_stage != p["zero_stage"]) + (c.offload_optimizer != p["offload_optimizer"])
+                         + (c.offload_param != p["offload_param"]) + (c.recompute != p["recompute"]))
+
+        return min(self.by_layout[layout], key=mismatch)
+
+
+def run_sampler(candidates: Sequence[Candidate], ev: Evaluator, objective: str, name: str, seed: int,
+                 n_trials: int, timeout_s: float | None, cluster: ClusterSpec,
+                 progress: ProgressFn | None) -> optuna.Study:
+    """TPE (one objective) or NSGA-II (Pareto) over the valid space, memory as a constraint."""
+    import optuna
+
+    by_key = {tuple(_params(c).values()): c for c in candidates}
+    choices = {p: cast(optuna.distributions.CategoricalDistribution, d).choices
+               for p, d in _distributions(candidates).items()}
+
+    sampler: optuna.samplers.BaseSampler
+    if objective == "pareto":
+        sampler = optuna.samplers.NSGAIISampler(seed=seed)
+    else:
+        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    study = optuna.create_study(study_name=name, directions=_directions(objective), sampler=sampler)
+    for cand in warm_start(candidates, cluster, ev, max(8, n_trials // 4)):
+        study.enqueue_trial(_params(cand))
+    worst = [0.0, float("-inf")] if objective == "pareto" else [float("inf") if objective == "cost" else 0.0]
+    repair = _Repair(candidates)
+
+    def run(trial: optuna.Trial) -> Sequence[float]:
+        key = tuple(trial.suggest_categorical(p, choices[p]) for p in PARAMS)
+        cand = by_key.get(key) or repair(dict(zip(PARAMS, key, strict=True)))
+        trial.set_user_attr("evaluated", describe(cand.framework, cand.config))
+        pred, plan = ev(cand)  # each configuration is evaluated once; repeats reuse the answer
+        if pred is None:
+            trial.set_constraint("memory", plan.peak_bytes / cluster.gpu.memory_bytes - 1.0 + 1e-9)
+            return worst
+        trial.set_constraint("memory", -pred.memory_headroom_bytes / cluster.gpu.memory_bytes)
+        score = objective_score(pred, objective, cluster.world_size, ev.price)
+        return _values(objective, pred, score)
+
+    callbacks = [] if progress is None else [lambda _s, t: progress(t.number + 1, n_trials)]
+    study.optimize(run, n_trials=n_trials, timeout=timeout_s, callbacks=callbacks)
+    return study
+
+
+def _join_study(storage: str, name: str, sampler: optuna.samplers.BaseSampler) -> optuna.Study:
+    """Load a study another worker created, once it has finished enqueuing."""
+    import optuna
+
+    study = optuna.load_study(storage=storage, study_name=name, sampler=sampler)
+    deadline = time.monotonic() + 600
+    while "queued" not in study.user_attrs:
+        if time.monotonic() > deadline:
+            raise SpecError("study_name", f"study {name!r} never finished enqueuing",
+                            "delete the study or use a new --study-name")
+        time.sleep(0.2)
+    return study
+
+
+def run_shared(candidates: Sequence[Candidate], ev: Evaluator, objective: str, storage: str, name: str,
+                progress: ProgressFn | None) -> optuna.Study:
+    """Cooperate with other processes on one study in shared storage (RDB or journal).
+
+    The creating process enqueues one trial per valid configuration (parameter ``candidate``:
+    its index in the deterministic enumeration, so every worker must search the same
+    question); each worker pops queued trials until none is left. One parameter and one user
+    attribute per trial keep the database round trips few (each costs milliseconds).
+    """
+    import optuna
+
+    directions = _directions(objective)
+    # Every trial is a queued configuration: the sampler never chooses, so take the cheapest one.
+    sampler = optuna.samplers.RandomSampler()
+    try:
+        study = optuna.create_study(storage=storage, study_name=name, directions=directions, sampler=sampler)
+        for i in range(len(candidates)):
+            study.enqueue_trial({"candidate": i}, user_attrs={QUEUED: True})
+        study.set_user_attr("queued", len(candidates))
+    except optuna.exceptions.DuplicatedStudyError:
+        study = _join_study(storage, name, sampler)
+    if study.user_attrs["queued"] != len(candidates):
+        raise SpecError("study_name", f"study {name!r} holds a different search "
+                        f"({study.user_attrs['queued']} configurations, this one has {len(candidates)})",
+                        "give every worker the same model, cluster, batch and framework, or a new --study-name")
+    index = optuna.distributions.IntDistribution(0, max(0, len(candidates) - 1))
+    worst = [0.0, float("-inf")] if objective == "pareto" else [float("inf") if objective == "cost" else 0.0]
+    done = 0
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    while True:
+        # ask() pops a queued trial atomically (Optuna's RDB storage locks the row); when the
+        # queue is empty it opens a fresh trial instead, which is closed as pruned and ends
+        # this worker: one such trial per worker, never a second evaluation of a configuration.
+        trial = study.ask()
+        if not trial.user_attrs.get(QUEUED):
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            break
+        cand = candidates[trial.suggest_int("candidate", index.low, index.high)]
+        pred, _plan = ev(cand)
+        values = worst if pred is None else _values(objective, pred, ev.feasible[-1][2])
+        trial.set_user_attr("result", {"feasible": pred is not None, "worker": worker,
+                                       "config": describe(cand.framework, cand.config)})
+        study.tell(trial, values)
+        done += 1
+        if progress is not None:
+            progress(done, len(candidates))
+    # Rank what every worker found, not only this one's share (predictions are deterministic).
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    ev.feasible.clear()
+    for t in complete:
+        if t.user_attrs["result"]["feasible"]:
+            cand = candidates[t.params["candidate"]]
+            pred = predict(ev.model, ev.cluster, cand.config, ev.trainings[cand.framework], ev.cal)
+            ev.feasible.append((cand, pred, objective_score(pred, ev.objective, ev.cluster.world_size, ev.price)))
+    ev.n_evaluated = len(complete)
+    ev.n_feasible = len(ev.feasible)
+    return study
