@@ -2,8 +2,9 @@
 
 Where the valid space fits the budget it is swept by branch and bound (memory first, then time,
 best throughput bound first, stopping when the bound cannot reach the k-th best) so the ranking
-is exact, and the ranked results are told to the study; otherwise Optuna samples it (TPE for one objective, NSGA-II for the Pareto front), with
-memory feasibility as an Optuna constraint and warm-started with known-good layouts. With
+is exact, and the ranked results are told to the study; otherwise Optuna samples it (TPE for
+one objective, NSGA-II for the Pareto front), with memory feasibility as an Optuna constraint
+and warm-started with known-good layouts. With
 ``storage`` and ``study_name`` several processes cooperate on one study through Optuna's RDB
 or journal storage: the first enqueues every valid configuration, each worker pops and
 evaluates queued trials until none is left (one trial per configuration).
