@@ -129,26 +129,36 @@ def check_runtime(c: ParallelConfig, framework: str) -> None:
 
     DeepSpeed alone has no tensor or pipeline parallelism; DeepSpeed's PipelineEngine refuses
     ZeRO-2/3 (``deepspeed/runtime/pipe/engine.py``: "ZeRO-2 and ZeRO-3 are incompatible with
-    pipeline parallelism") and has no interleaved schedule; FSDP shards gradients and
-    parameters (stage 2 = SHARD_GRAD_OP, 3 = FULL_SHARD; 0 = DDP) and offloads to CPU only;
-    Megatron offloads only the optimizer, to CPU (``--optimizer-cpu-offload``).
+    pipeline parallelism"), has no interleaved schedule and runs without offload; neither
+    DeepSpeed nor Megatron-DeepSpeed has context parallelism; FSDP2 shards gradients and
+    parameters (stage 2 = SHARD_GRAD_OP, 3 = FULL_SHARD) and offloads everything to CPU together
+    (CPUOffloadPolicy, full sharding only); Megatron offloads only the optimizer, to CPU
+    (``--optimizer-cpu-offload``).
     """
     field = "TrainingSpec.framework"
-    if framework == "deepspeed" and (c.tp > 1 or c.pp > 1):
-        raise SpecError(field, "DeepSpeed alone has no tensor or pipeline parallelism",
-                        "use framework='megatron-deepspeed' for tp/pp with DeepSpeed, or tp=pp=1")
+    if framework == "deepspeed" and (c.tp > 1 or c.pp > 1 or c.cp > 1):
+        raise SpecError(field, "DeepSpeed alone has no tensor, pipeline or context parallelism",
+                        "use framework='megatron-deepspeed' for tp/pp with DeepSpeed, or tp=pp=cp=1")
+    if framework == "megatron-deepspeed" and c.cp > 1:
+        raise SpecError("ParallelConfig.cp", "Megatron-DeepSpeed has no --context-parallel-size",
+                        "set cp=1, or framework='megatron'")
+    if framework == "megatron-deepspeed" and c.pp > 1 and c.offload_optimizer != "none":
+        raise SpecError("ParallelConfig.offload_optimizer", "DeepSpeed's pipeline engine runs without offload",
+                        "set offload_optimizer='none' with pp > 1, or pp=1")
     if framework in ("deepspeed", "megatron-deepspeed") and c.pp > 1 and c.zero_stage >= 2:
         raise SpecError("ParallelConfig.zero_stage", f"DeepSpeed's pipeline engine refuses ZeRO-{c.zero_stage}",
                         "use zero_stage 0 or 1 with pp > 1, or pp=1")
     if framework in ("deepspeed", "megatron-deepspeed") and c.vp > 1:
         raise SpecError("ParallelConfig.vp", "DeepSpeed's pipeline engine has no interleaved schedule",
                         "set vp=1, or framework='megatron'")
-    if framework == "fsdp" and c.zero_stage == 1:
-        raise SpecError("ParallelConfig.zero_stage", "FSDP has no optimizer-only sharding (ZeRO-1)",
-                        "use 0 (DDP), 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD)")
-    if framework == "fsdp" and "nvme" in (c.offload_optimizer, c.offload_param):
-        raise SpecError("ParallelConfig.offload_optimizer", "FSDP offloads to CPU only",
-                        "use 'cpu', or framework='deepspeed' for NVMe (ZeRO-Infinity)")
+    if framework == "fsdp" and c.zero_stage not in (2, 3):
+        raise SpecError("ParallelConfig.zero_stage", f"FSDP shards with ZeRO-2 or ZeRO-3, not {c.zero_stage}",
+                        "use 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD), or framework='megatron' for DDP / ZeRO-1")
+    offloads = (c.offload_optimizer, c.offload_param)
+    if framework == "fsdp" and offloads != ("none", "none") and (offloads != ("cpu", "cpu") or c.zero_stage != 3):
+        raise SpecError("ParallelConfig.offload_optimizer", "FSDP2 offloads parameters, gradients and optimizer "
+                        "together, to CPU, with full sharding (CPUOffloadPolicy)",
+                        "use offload_optimizer='cpu' and offload_param='cpu' with zero_stage=3, or no offload")
     if framework == "megatron" and (c.offload_param != "none" or c.offload_optimizer == "nvme"):
         raise SpecError("ParallelConfig.offload_param", "Megatron offloads only the optimizer, and only to CPU",
                         "use offload_optimizer='cpu' and offload_param='none', or framework='deepspeed'")
