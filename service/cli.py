@@ -33,6 +33,7 @@ from search import (
 )
 from search._model_presets import MODEL_PRESETS
 from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
+from service._profile_cli import add_profile_parser
 from service._search_cli import add_search_parser
 from service._spec_files import load_cluster, load_model
 
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the presets' full specs as JSON")
     s.set_defaults(handler=_presets)
     add_search_parser(sub)
+    add_profile_parser(sub)
     return parser
 
 

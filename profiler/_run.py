@@ -1,0 +1,173 @@
+"""``run_profile``: run the selected microbenchmarks on this node and assemble a HardwareProfile.
+
+Each section is independent: one that cannot run here (no CUDA for host links, no
+``--nvme-path``) is skipped with a note, and Ctrl-C stops the run keeping every section (and
+partial section) measured so far.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from profiler._errors import ProfilerUnavailable
+from profiler._fingerprint import collect_fingerprint, local_gpu_count
+from search import GemmSample, HardwareProfile, LinkFit, model_preset
+
+SECTIONS = ("matmul", "collectives", "host", "nvme", "cpu-adam")
+SHAPE_MODELS = ("gpt3-175b", "llama3-8b", "llama3-70b")
+"""Models whose TP-split layer GEMMs the matmul sweep times (on a GPU)."""
+TP_DEGREES = (1, 2, 4, 8)
+CPU_SQUARE_SIZES = (128, 256, 512)
+"""A CPU has no business timing transformer-sized GEMMs: small squares show the mechanics."""
+CPU_COLLECTIVE_RANKS = 2
+"""gloo processes when there is no GPU (the collective path is exercised, not a fabric)."""
+COLLECTIVES_TIMEOUT_S = 1800
+
+
+@dataclass
+class ProfileRun:
+    """What ``run_profile`` measured: the profile, notes per section and whether Ctrl-C stopped it."""
+
+    profile: HardwareProfile
+    notes: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    """(measurement, value) lines for the summary table."""
+
+    def print_summary(self, stream: TextIO) -> None:
+        """A table of what was measured (rich when available)."""
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"hardware profile: {self.profile.fingerprint.gpu_name}")
+        table.add_column("measurement")
+        table.add_column("value", justify="right")
+        for name, value in self.rows:
+            table.add_row(name, value)
+        Console(file=stream, width=None if stream.isatty() else 120).print(table)
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:,.1f} GB/s"
+
+
+def _matmul(quick: bool, run: ProfileRun) -> list[GemmSample]:
+    from profiler._matmul import run_matmul, square_sweep, transformer_gemm_shapes
+
+    gpu = local_gpu_count() > 0
+    if gpu:
+        models = [model_preset(n) for n in (SHAPE_MODELS[:1] if quick else SHAPE_MODELS)]
+        shapes = transformer_gemm_shapes(models, TP_DEGREES, 2048 if quick else 4096)
+        shapes += square_sweep((1024, 4096, 8192) if quick else (256, 512, 1024, 2048, 4096, 8192, 16384))
+        dtypes: tuple[str, ...] = ("bf16", "fp16") if quick else ("bf16", "fp16", "tf32", "fp32")
+    else:
+        shapes = square_sweep(CPU_SQUARE_SIZES[:2] if quick else CPU_SQUARE_SIZES)
+        dtypes = ("fp32",) if quick else ("fp32", "bf16")
+    samples = run_matmul(shapes, dtypes, device="cuda" if gpu else "cpu", warmup=2 if quick else 3,
+                         repeats=5 if quick else 10, notes=run.notes)
+    for dtype in dtypes:
+        rates = [s.flop_per_s for s in samples if s.dtype == dtype]
+        if rates:
+            run.rows.append((f"matmul {dtype} best", f"{max(rates) / 1e12:,.2f} TFLOP/s"))
+    return samples
+
+
+def _collectives(quick: bool, run: ProfileRun) -> list[LinkFit]:
+    ranks = max(local_gpu_count(), 0) or CPU_COLLECTIVE_RANKS
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "collectives.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+               "-m", "profiler.collectives_worker", "--out", str(out), "--quiet"] + (["--quick"] if quick else [])
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=COLLECTIVES_TIMEOUT_S, check=False)
+        if done.returncode != 0 or not out.exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+            raise ProfilerUnavailable(f"the collective benchmark failed (torchrun exit {done.returncode}): "
+                                      + " | ".join(tail) + "; check that torch.distributed works on this node")
+        data: dict[str, Any] = json.loads(out.read_text())
+    run.notes.extend(data.get("notes", []))
+    fits = [LinkFit(**{**f, "samples": tuple(tuple(s) for s in f.get("samples", ()))}) for f in data["links"]]
+    for fit in fits:
+        run.rows.append((f"{fit.collective} {fit.scope} x{fit.ranks} ({data['backend']})",
+                         f"{_gb(fit.bus_bytes_per_s)} busbw, {fit.latency_s * 1e6:,.0f} us"))
+    return fits
+
+
+def run_profile(sections: Sequence[str] = SECTIONS, *, quick: bool = False, nvme_path: str | None = None,
+                show_progress: bool = False) -> ProfileRun:
+    """Run ``sections`` (see :data:`SECTIONS`) and return the assembled profile.
+
+    ``show_progress`` prints one line per section to stderr (the benchmarks themselves report
+    their own progress where they are long).
+    """
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        raise ValueError(f"unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
+    run = ProfileRun(profile=HardwareProfile(fingerprint=collect_fingerprint()))
+    gemm: list[GemmSample] = []
+    links: list[LinkFit] = []
+    rates: dict[str, float | None] = {}
+    aio: dict[str, Any] = {}
+    for section in sections:
+        if show_progress:
+            print(f"autopar profile: {section} ...", file=sys.stderr, flush=True)
+        try:
+            if section == "matmul":
+                gemm = _matmul(quick, run)
+            elif section == "collectives":
+                links = _collectives(quick, run)
+            elif section == "host":
+                from profiler._host_links import measure_host_links
+
+                host = measure_host_links(quick=quick)
+                rates["host_to_device_bytes_per_s"] = host.host_to_device_bytes_per_s
+                rates["device_to_host_bytes_per_s"] = host.device_to_host_bytes_per_s
+                run.rows.append(("host->device pinned, all GPUs, per GPU", _gb(host.host_to_device_bytes_per_s)))
+                run.rows.append(("device->host pinned, all GPUs, per GPU", _gb(host.device_to_host_bytes_per_s)))
+            elif section == "nvme":
+                if nvme_path is None:
+                    run.notes.append("nvme skipped: give --nvme-path DIR on the NVMe to measure it")
+                    continue
+                from profiler._nvme import aio_section, measure_nvme
+
+                nvme = measure_nvme(nvme_path, quick=quick, gpus_per_node=local_gpu_count() or None)
+                rates["nvme_read_bytes_per_s"] = nvme.read_bytes_per_s
+                rates["nvme_write_bytes_per_s"] = nvme.write_bytes_per_s
+                aio = aio_section(nvme)
+                run.notes.extend(nvme.warnings)
+                run.rows.append(("NVMe read" + ("" if nvme.direct_io else " (buffered)"), _gb(nvme.read_bytes_per_s)))
+                run.rows.append(("NVMe write" + ("" if nvme.direct_io else " (buffered)"),
+                                 _gb(nvme.write_bytes_per_s)))
+                if nvme.interrupted:
+                    run.interrupted = True
+            elif section == "cpu-adam":
+                from profiler._cpu_adam import measure_cpu_adam
+
+                adam = measure_cpu_adam(quick=quick, deepspeed_build=False)
+                best = adam.deepspeed_params_per_s or adam.torch_params_per_s
+                rates["cpu_adam_params_per_s"] = best
+                if adam.note:
+                    run.notes.append(f"cpu-adam: {adam.note}")
+                run.rows.append((f"CPU Adam ({'DeepSpeed CPUAdam' if adam.deepspeed_params_per_s else 'torch'}, "
+                                 f"{adam.threads} threads)", f"{best / 1e9:,.2f} G params/s"))
+        except ProfilerUnavailable as exc:
+            run.notes.append(f"{section} skipped: {exc}")
+        except KeyboardInterrupt:
+            run.interrupted = True
+            run.notes.append(f"interrupted during {section}: later sections were not run")
+            break
+    run.profile = HardwareProfile(
+        fingerprint=run.profile.fingerprint, gemm=tuple(gemm), links=tuple(links), aio=aio,
+        host_to_device_bytes_per_s=rates.get("host_to_device_bytes_per_s"),
+        device_to_host_bytes_per_s=rates.get("device_to_host_bytes_per_s"),
+        nvme_read_bytes_per_s=rates.get("nvme_read_bytes_per_s"),
+        nvme_write_bytes_per_s=rates.get("nvme_write_bytes_per_s"),
+        cpu_adam_params_per_s=rates.get("cpu_adam_params_per_s"),
+    )
+    return run

@@ -1,0 +1,87 @@
+"""``autopar profile``: measure this cluster and write a hardware profile.
+
+    autopar profile [--quick] [--only matmul,collectives,host,nvme,cpu-adam] [--out FILE]
+                    [--nvme-path DIR] [--upload URL] [--json]
+
+The benchmarks import torch (the ``profile`` extra); the search and the service read the
+profile without it. Ctrl-C stops the run and keeps what was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from search import SpecError
+
+SECTIONS = ("matmul", "collectives", "host", "nvme", "cpu-adam")
+EXIT_INTERRUPTED = 130
+
+
+def add_profile_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``autopar profile``."""
+    p = sub.add_parser("profile", help="measure this cluster and write a hardware profile",
+                       description="Run microbenchmarks (matmul, collectives, host links, NVMe, CPU Adam) "
+                                   "and write a hardware profile the cost model reads (--profile).")
+    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (under a minute on one node)")
+    p.add_argument("--only", metavar="LIST", default=",".join(SECTIONS),
+                   help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)})")
+    p.add_argument("--out", type=Path, default=Path("hardware-profile.json"), metavar="FILE",
+                   help="where to write the profile (default: hardware-profile.json)")
+    p.add_argument("--nvme-path", metavar="DIR", help="directory on the NVMe to benchmark (nvme section)")
+    p.add_argument("--upload", metavar="URL", help="also POST the profile as JSON to this URL (the service)")
+    p.add_argument("--json", action="store_true", help="print the profile JSON instead of the summary table")
+    p.set_defaults(handler=run)
+
+
+def parse_sections(text: str) -> tuple[str, ...]:
+    """``--only`` as a tuple of known sections, or a SpecError naming the unknown ones."""
+    chosen = tuple(s.strip() for s in text.split(",") if s.strip())
+    unknown = [s for s in chosen if s not in SECTIONS]
+    if unknown or not chosen:
+        raise SpecError("--only", f"{', '.join(unknown) or 'nothing'} is not a section",
+                        f"choose from: {', '.join(SECTIONS)}")
+    return chosen
+
+
+def upload(url: str, payload: str, timeout_s: float = 30.0) -> int:
+    """POST the profile JSON to ``url``; returns the HTTP status or raises SpecError with the cause."""
+    request = urllib.request.Request(url, data=payload.encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return int(response.status)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise SpecError("--upload", f"could not POST the profile to {url}: {exc}",
+                        "check the service URL (the profile is saved in --out either way)") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``autopar profile`` handler."""
+    sections = parse_sections(args.only)
+    try:
+        from profiler import run_profile
+    except ImportError as exc:  # torch missing: the profiler's benchmarks need it
+        raise SpecError("autopar profile", f"the profiler cannot import its benchmarks ({exc})",
+                        "install the profile extra: pip install torch==2.13.0 && pip install -e '.[profile]'") from None
+    result = run_profile(sections=sections, quick=args.quick, nvme_path=args.nvme_path,
+                         show_progress=not args.json and sys.stderr.isatty())
+    text = result.profile.to_json()
+    args.out.write_text(text + "\n")
+    if args.json:
+        print(text)
+    else:
+        result.print_summary(sys.stdout)
+        print(f"profile written to {args.out}")
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.upload:
+        status = upload(args.upload, text)
+        print(f"uploaded to {args.upload} (HTTP {status})", file=sys.stderr)
+    if result.interrupted:
+        print("interrupted: the profile holds what was measured before Ctrl-C", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0
