@@ -109,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['op']:<6}{int(row['block_bytes']) >> 20:>7}M{row['queue_depth']:>5}"
               f"{float(row['fio_bytes_per_s']) / 1e9:>11.3f}{float(row['ours_bytes_per_s']) / 1e9:>11.3f}"
               f"{float(row['ratio']):>10.2f}")
-    worst = {op: min(float(r["ratio"]) for r in rows if r["op"] == op) for op in ("read", "write")}
-    print(f"lowest ratio: read {worst['read']:.2f}, write {worst['write']:.2f} (target >= 0.90)")
+    for op in ("read", "write"):
+        ratios = [float(r["ratio"]) for r in rows if r["op"] == op]
+        print(f"{op}: lowest ratio {min(ratios):.2f}, geometric mean {statistics.geometric_mean(ratios):.2f} "
+              "(target >= 0.90)")
     return 0
 
 

@@ -80,7 +80,12 @@ def _matmul(quick: bool, run: ProfileRun) -> list[GemmSample]:
 
 
 def _collectives(quick: bool, run: ProfileRun) -> list[LinkFit]:
-    ranks = max(local_gpu_count(), 0) or CPU_COLLECTIVE_RANKS
+    gpus = local_gpu_count()
+    if gpus == 1:
+        raise ProfilerUnavailable("collectives need at least 2 GPUs on the node (NCCL refuses two ranks on one "
+                                  "GPU); run on a multi-GPU node, or across nodes with torchrun -m "
+                                  "profiler.collectives_worker")
+    ranks = gpus or CPU_COLLECTIVE_RANKS
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "collectives.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
