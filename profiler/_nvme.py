@@ -188,9 +188,8 @@ def _transfer(target: Path, op: str, block_bytes: int, queue_depth: int, workers
                                       views[(w * queue_depth + q) % len(views)]))
                for w in range(workers) for q in range(queue_depth)]
     try:
-        if not direct and op == "read":
-            for fd in fds[:1]:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if not direct and op == "read" and hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fds[0], 0, 0, os.POSIX_FADV_DONTNEED)  # drop the cached pages (written and fsynced)
         for thread in threads:
             thread.start()
         barrier.wait()

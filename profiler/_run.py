@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -58,7 +58,11 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:,.1f} GB/s"
 
 
-def _matmul(quick: bool, run: ProfileRun) -> list[GemmSample]:
+Progress = Callable[..., None]
+"""``progress(done, total, *label)``: what the benchmarks call as they go."""
+
+
+def _matmul(quick: bool, run: ProfileRun, progress: Progress | None) -> list[GemmSample]:
     from profiler._matmul import run_matmul, square_sweep, transformer_gemm_shapes
 
     gpu = local_gpu_count() > 0
@@ -71,7 +75,7 @@ def _matmul(quick: bool, run: ProfileRun) -> list[GemmSample]:
         shapes = square_sweep(CPU_SQUARE_SIZES[:2] if quick else CPU_SQUARE_SIZES)
         dtypes = ("fp32",) if quick else ("fp32", "bf16")
     samples = run_matmul(shapes, dtypes, device="cuda" if gpu else "cpu", warmup=2 if quick else 3,
-                         repeats=5 if quick else 10, notes=run.notes)
+                         repeats=5 if quick else 10, notes=run.notes, progress=progress)
     for dtype in dtypes:
         rates = [s.flop_per_s for s in samples if s.dtype == dtype]
         if rates:
@@ -104,12 +108,37 @@ def _collectives(quick: bool, run: ProfileRun) -> list[LinkFit]:
     return fits
 
 
+class _Bars:
+    """One rich progress bar per section on stderr."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import Progress as RichProgress
+
+        self._progress = RichProgress(console=Console(file=sys.stderr), transient=False)
+        self._task: Any = None
+
+    def start(self, section: str) -> Progress:
+        self._progress.start()
+        self._task = self._progress.add_task(section, total=None)
+
+        def update(done: int, total: int, *_label: object) -> None:
+            self._progress.update(self._task, completed=done, total=total)
+
+        return update
+
+    def finish(self) -> None:
+        task = self._progress.tasks[-1] if self._progress.tasks else None
+        if task is not None:
+            self._progress.update(self._task, completed=task.total or 1, total=task.total or 1)
+        self._progress.stop()
+
+
 def run_profile(sections: Sequence[str] = SECTIONS, *, quick: bool = False, nvme_path: str | None = None,
                 show_progress: bool = False) -> ProfileRun:
     """Run ``sections`` (see :data:`SECTIONS`) and return the assembled profile.
 
-    ``show_progress`` prints one line per section to stderr (the benchmarks themselves report
-    their own progress where they are long).
+    ``show_progress`` draws a progress bar per section on stderr.
     """
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
@@ -119,12 +148,12 @@ def run_profile(sections: Sequence[str] = SECTIONS, *, quick: bool = False, nvme
     links: list[LinkFit] = []
     rates: dict[str, float | None] = {}
     aio: dict[str, Any] = {}
+    bars = _Bars() if show_progress else None
     for section in sections:
-        if show_progress:
-            print(f"autopar profile: {section} ...", file=sys.stderr, flush=True)
+        progress = bars.start(section) if bars else None
         try:
             if section == "matmul":
-                gemm = _matmul(quick, run)
+                gemm = _matmul(quick, run, progress)
             elif section == "collectives":
                 links = _collectives(quick, run)
             elif section == "host":
@@ -141,7 +170,8 @@ def run_profile(sections: Sequence[str] = SECTIONS, *, quick: bool = False, nvme
                     continue
                 from profiler._nvme import aio_section, measure_nvme
 
-                nvme = measure_nvme(nvme_path, quick=quick, gpus_per_node=local_gpu_count() or None)
+                nvme = measure_nvme(nvme_path, quick=quick, gpus_per_node=local_gpu_count() or None,
+                                    progress=progress)
                 rates["nvme_read_bytes_per_s"] = nvme.read_bytes_per_s
                 rates["nvme_write_bytes_per_s"] = nvme.write_bytes_per_s
                 aio = aio_section(nvme)
@@ -154,7 +184,8 @@ def run_profile(sections: Sequence[str] = SECTIONS, *, quick: bool = False, nvme
             elif section == "cpu-adam":
                 from profiler._cpu_adam import measure_cpu_adam
 
-                adam = measure_cpu_adam(quick=quick, deepspeed_build=False)
+                # Building DeepSpeed's CPUAdam op takes a minute or two: only in full runs.
+                adam = measure_cpu_adam(quick=quick, deepspeed_build=not quick)
                 best = adam.deepspeed_params_per_s or adam.torch_params_per_s
                 rates["cpu_adam_params_per_s"] = best
                 if adam.note:
@@ -167,6 +198,9 @@ def run_profile(sections: Sequence[str] = SECTIONS, *, quick: bool = False, nvme
             run.interrupted = True
             run.notes.append(f"interrupted during {section}: later sections were not run")
             break
+        finally:
+            if bars:
+                bars.finish()
     run.profile = HardwareProfile(
         fingerprint=run.profile.fingerprint, gemm=tuple(gemm), links=tuple(links), aio=aio,
         host_to_device_bytes_per_s=rates.get("host_to_device_bytes_per_s"),
