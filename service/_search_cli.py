@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from search import ClusterSpec, HardwareProfile, SpecError, apply_profile, staleness
 from search._parallel_spec import FRAMEWORKS, PRECISIONS
+from service._emit_cli import add_emit_arguments, emit
 from service._spec_files import load_cluster, load_model
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="warn when the profile is older than this (default: 90)")
     p.add_argument("--tokens", type=float, metavar="T", help="training token budget (e.g. 300e9): time to train")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_emit_arguments(p)
     p.set_defaults(handler=run_search)
 
 
@@ -148,6 +150,8 @@ def run_search(args: argparse.Namespace) -> int:
     """The ``search`` subcommand."""
     _check(args)
     node_counts = parse_nodes(args.nodes)
+    if args.emit and node_counts is not None and len(node_counts) > 1:
+        raise SpecError("--emit", "a node range has no single configuration to launch", "give one --nodes N")
     model = load_model(args.model)
     profile = _ProfileNotes(args.profile, args.profile_max_age_days)
     import optuna
@@ -156,8 +160,11 @@ def run_search(args: argparse.Namespace) -> int:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line per search
 
+    clusters: list[Any] = []
+
     def one(num_nodes: int | None, study_name: str | None) -> SearchResult:
         cluster = profile.apply(load_cluster(args.cluster, num_nodes))
+        clusters.append(cluster)
         label = f"{model.name} on {cluster.num_nodes} x {cluster.name}"
         with _ProgressBar(label, quiet=args.json) as bar:
             return search(model, cluster, args.global_batch, precision=args.precision, framework=args.framework,
@@ -171,6 +178,8 @@ def run_search(args: argparse.Namespace) -> int:
             print(json.dumps(result.to_dict(), indent=2))
         else:
             _print_result(result, args)
+        if args.emit:
+            emit(result, args, clusters[-1], model)
         return 0
     results = [one(n, None if args.study_name is None else f"{args.study_name}-{n}n") for n in node_counts]
     if args.json:

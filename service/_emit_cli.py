@@ -1,0 +1,79 @@
+"""``autopar search ... --emit TARGETS --out DIR``: write the launch files of a ranked configuration.
+
+Targets now: ``deepspeed`` (ds_config.json), ``torchrun``, ``deepspeed-launcher`` (hostfile),
+``slurm`` (sbatch script). The Megatron-LM / Megatron-DeepSpeed argument lists and torchtitan
+configs follow (issue 5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from search import SearchResult, SpecError, TrainingSpec
+
+EMIT_TARGETS = ("deepspeed", "torchrun", "deepspeed-launcher", "slurm")
+
+
+def add_emit_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``--emit`` options of ``autopar search``."""
+    p.add_argument("--emit", metavar="LIST",
+                   help=f"write launch files for a ranked configuration: comma-separated {','.join(EMIT_TARGETS)}")
+    p.add_argument("--out", type=Path, default=Path("launch"), metavar="DIR",
+                   help="directory for --emit files (default: ./launch)")
+    p.add_argument("--rank", type=int, default=1, metavar="N", help="which ranked configuration to emit (default: 1)")
+    p.add_argument("--hosts", metavar="H1,H2,...",
+                   help="node host names for the launchers (default: node0, node1, ...)")
+    p.add_argument("--train-script", default="pretrain_gpt.py", metavar="PATH", help="training entry point to launch")
+
+
+def parse_targets(text: str) -> tuple[str, ...]:
+    """``--emit`` as known targets, or a SpecError listing them."""
+    targets = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [t for t in targets if t not in EMIT_TARGETS]
+    if unknown or not targets:
+        raise SpecError("--emit", f"{', '.join(unknown) or 'nothing'} is not an emit target",
+                        f"choose from: {', '.join(EMIT_TARGETS)}")
+    return targets
+
+
+def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model: object) -> None:
+    """Write the files of ``--rank`` for each ``--emit`` target into ``--out`` and print the commands."""
+    from search import ClusterSpec, ModelSpec
+    from service.launch import LaunchRequest, deepspeed_launcher, emit_deepspeed, slurm, torchrun
+
+    targets = parse_targets(args.emit)
+    if not result.top:
+        raise SpecError("--emit", "no configuration fits, so there is nothing to launch", "see the hints above")
+    if not 1 <= args.rank <= len(result.top):
+        raise SpecError("--rank", f"{args.rank} is not a rank in the top {len(result.top)}",
+                        f"give 1..{len(result.top)} (or a larger --top)")
+    chosen = result.top[args.rank - 1]
+    if not isinstance(cluster, ClusterSpec) or not isinstance(model, ModelSpec):
+        raise TypeError("emit needs the searched model and cluster")
+    hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
+    if hosts and len(hosts) != cluster.num_nodes:
+        raise SpecError("--hosts", f"{len(hosts)} hosts for {cluster.num_nodes} nodes", "give one host per node")
+    training = TrainingSpec(args.global_batch, args.precision, framework=chosen.framework)  # type: ignore[arg-type]
+    request = LaunchRequest(model=model, cluster=cluster, config=chosen.config, training=training, hosts=hosts,
+                            train_script=args.train_script, profile=cluster.profile)
+    script_args: list[str] = []
+    if chosen.framework in ("deepspeed", "megatron-deepspeed"):
+        script_args = ["--deepspeed", "--deepspeed_config", "ds_config.json"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    for target in targets:
+        if target == "deepspeed":
+            files = emit_deepspeed(request)
+        elif target == "torchrun":
+            files = torchrun(request, script_args)
+        elif target == "deepspeed-launcher":
+            files = deepspeed_launcher(request, script_args)
+        else:
+            files = slurm(request, script_args)
+        for name, text in files.files.items():
+            path = args.out / name
+            path.write_text(text)
+            print(f"wrote {path}", file=sys.stderr)
+        if files.command:
+            print(f"{target}: {files.command}")

@@ -1,0 +1,25 @@
+"""Launch targets: the files and command lines that run a ranked configuration.
+
+Each emitter takes a :class:`LaunchRequest` and returns :class:`LaunchFiles`; values that reach a
+shell are quoted by :func:`quote`. The service's launch endpoint (later) uses the same emitters.
+"""
+
+from service.launch._base import LaunchFiles, LaunchRequest
+from service.launch._deepspeed import check_ds_config, ds_config, emit_deepspeed
+from service.launch._launchers import deepspeed_launcher, framework_env, slurm, torchrun
+from service.launch._shell import command, export_lines, quote
+
+__all__ = [
+    "LaunchFiles",
+    "LaunchRequest",
+    "check_ds_config",
+    "command",
+    "deepspeed_launcher",
+    "ds_config",
+    "emit_deepspeed",
+    "export_lines",
+    "framework_env",
+    "quote",
+    "slurm",
+    "torchrun",
+]

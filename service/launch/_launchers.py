@@ -1,0 +1,152 @@
+"""Launchers: torchrun (c10d rendezvous), the deepspeed launcher with a hostfile, a Slurm sbatch script.
+
+Facts from ``shared/reference/frameworks.md`` §9. Every value taken from the request (host
+names, job name, train script, script arguments) is quoted with :func:`quote`. Values that
+land somewhere a shell quote does not protect are refused instead:
+
+* comment lines (the per-node notes) carry host names JSON-escaped, so a newline cannot end
+  the comment and start a command;
+* ``#SBATCH`` directives are single lines read by sbatch, so a job name with a control
+  character (newline, ...) is refused;
+* the deepspeed hostfile is parsed with ``^(\\S+)\\s+slots=(\\d+)``, not by a shell, so a host
+  name that is empty or contains whitespace is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from search import SpecError
+
+from ._base import LaunchFiles, LaunchRequest
+from ._shell import command, export_lines, quote
+
+_MEGATRON_RUNTIMES = ("megatron", "megatron-deepspeed")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def framework_env(request: LaunchRequest) -> dict[str, str]:
+    """Environment the framework needs.
+
+    Megatron's tensor-parallel communication overlap needs ``CUDA_DEVICE_MAX_CONNECTIONS=1``
+    (one hardware queue, so kernels are scheduled in issue order). No NCCL settings by default.
+    """
+    env: dict[str, str] = {}
+    if request.training.framework in _MEGATRON_RUNTIMES and request.config.tp > 1:
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    return env
+
+
+def _hosts(request: LaunchRequest) -> tuple[str, ...]:
+    n = request.cluster.num_nodes
+    if not request.hosts:
+        return tuple(f"node{i}" for i in range(n))
+    if len(request.hosts) != n:
+        raise SpecError("LaunchRequest.hosts", f"{len(request.hosts)} hosts for {n} nodes",
+                        f"give exactly {n} host names (ClusterSpec.num_nodes), or none for placeholders")
+    return tuple(request.hosts)
+
+
+def _master_addr(request: LaunchRequest) -> str:
+    return request.master_addr or _hosts(request)[0]
+
+
+def _script_argv(request: LaunchRequest, script_args: Sequence[str]) -> list[str]:
+    return [request.train_script, *script_args]
+
+
+def _check_quotable(request: LaunchRequest, script_args: Sequence[str]) -> None:
+    """Refuse NUL in any request value, naming its field."""
+    quote(request.job_name, "LaunchRequest.job_name")
+    quote(request.train_script, "LaunchRequest.train_script")
+    quote(request.master_addr, "LaunchRequest.master_addr")
+    for host in request.hosts:
+        quote(host, "LaunchRequest.hosts")
+    for arg in script_args:
+        quote(arg, "script_args")
+
+
+def torchrun_argv(request: LaunchRequest, script_args: Sequence[str]) -> list[str]:
+    """The torchrun argv for a multi-node c10d rendezvous (the same on every node)."""
+    _check_quotable(request, script_args)
+    return ["torchrun",
+            "--nnodes", str(request.cluster.num_nodes),
+            "--nproc-per-node", str(request.cluster.node.gpus_per_node),
+            "--rdzv-id", request.job_name,
+            "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", f"{_master_addr(request)}:{request.master_port}",
+            *_script_argv(request, script_args)]
+
+
+def torchrun(request: LaunchRequest, script_args: Sequence[str]) -> LaunchFiles:
+    """``launch_torchrun.sh``: the exports and the torchrun line, to run on every node."""
+    argv = torchrun_argv(request, script_args)
+    env = framework_env(request)
+    line = command(argv)
+    notes = "".join(f"# node {i}: {json.dumps(host)}\n" for i, host in enumerate(_hosts(request)))
+    script = ("#!/bin/bash\n"
+              "# Run this same script on every node; c10d rendezvous assigns the ranks.\n"
+              f"{notes}"
+              "set -euo pipefail\n"
+              f"{export_lines(env)}"
+              f"{line}\n")
+    return LaunchFiles(files={"launch_torchrun.sh": script}, command=line, env=env)
+
+
+def deepspeed_argv(request: LaunchRequest, script_args: Sequence[str]) -> list[str]:
+    """The deepspeed launcher argv (pdsh to the hosts in ``hostfile``)."""
+    _check_quotable(request, script_args)
+    return ["deepspeed",
+            "--hostfile", "hostfile",
+            "--master_addr", _master_addr(request),
+            "--master_port", str(request.master_port),
+            *_script_argv(request, script_args)]
+
+
+def deepspeed_launcher(request: LaunchRequest, script_args: Sequence[str]) -> LaunchFiles:
+    """``hostfile`` (``host slots=G`` per node) and the ``deepspeed --hostfile hostfile ...`` command."""
+    argv = deepspeed_argv(request, script_args)
+    gpn = request.cluster.node.gpus_per_node
+    lines = []
+    for host in _hosts(request):
+        if re.fullmatch(r"\S+", host) is None:
+            raise SpecError("LaunchRequest.hosts", f"{host!r} is empty or contains whitespace, "
+                            "which the deepspeed hostfile format (host slots=N) cannot carry",
+                            "use the node's host name or address")
+        lines.append(f"{host} slots={gpn}\n")
+    return LaunchFiles(files={"hostfile": "".join(lines)}, command=command(argv), env=framework_env(request))
+
+
+def slurm(request: LaunchRequest, script_args: Sequence[str]) -> LaunchFiles:
+    """``job.sbatch``: one task per node, each running torchrun with a c10d rendezvous on the first node.
+
+    ``$SLURM_JOB_NODELIST``, ``$SLURM_NNODES``, ``$SLURM_JOB_ID`` and ``$MASTER_ADDR`` are left
+    to the shell on purpose (in double quotes): Slurm sets them when the job runs. Every value
+    from the request is single-quoted.
+    """
+    _check_quotable(request, script_args)
+    if _CONTROL.search(request.job_name):
+        raise SpecError("LaunchRequest.job_name", f"{request.job_name!r} contains a control character "
+                        "(e.g. a newline), which would end the #SBATCH directive",
+                        "use a job name without control characters")
+    gpn = request.cluster.node.gpus_per_node
+    env = framework_env(request)
+    run = command(_script_argv(request, script_args))
+    script = ("#!/bin/bash\n"
+              f"#SBATCH --job-name={quote(request.job_name, 'LaunchRequest.job_name')}\n"
+              f"#SBATCH --nodes={request.cluster.num_nodes}\n"
+              "#SBATCH --ntasks-per-node=1\n"
+              f"#SBATCH --gpus-per-node={gpn}\n"
+              "#SBATCH --exclusive\n"
+              "set -euo pipefail\n"
+              f"{export_lines(env)}"
+              '# Slurm variables below are expanded by the shell at run time, on purpose.\n'
+              '# First node of the allocation; sed reads all input (head -n 1 would exit early and,\n'
+              '# under pipefail, the SIGPIPE of scontrol would fail the job with status 141).\n'
+              'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"\n'
+              "export MASTER_ADDR\n"
+              f'srun torchrun --nnodes "$SLURM_NNODES" --nproc-per-node {gpn} --rdzv-id "$SLURM_JOB_ID" '
+              f'--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:{int(request.master_port)}" {run}\n')
+    return LaunchFiles(files={"job.sbatch": script}, command="sbatch job.sbatch", env=env)

@@ -1,0 +1,145 @@
+"""ds_config emission: every emitted config passes DeepSpeed's own classes (run on CPU)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import search
+from service.launch._base import LaunchRequest
+from service.launch._deepspeed import check_ds_config, ds_config, emit_deepspeed
+
+GOLDEN = Path(__file__).parent / "golden"
+SMALL = search.model_preset("gpt-1.7b")
+
+
+def _grid() -> list[tuple[str, search.ParallelConfig]]:
+    picked: list[tuple[str, search.ParallelConfig]] = []
+    for framework in ("deepspeed", "megatron-deepspeed"):
+        space = search.enumerate_space(SMALL, 8, 32, framework, micro_batches=(1, 2, 4))
+        configs = [c.config for c in space.candidates]
+        picked += [(framework, c) for c in random.Random(5).sample(configs, min(25, len(configs)))]
+    return picked
+
+
+def _request(framework: str, config: search.ParallelConfig, precision: str = "bf16",
+             profile: search.HardwareProfile | None = None) -> LaunchRequest:
+    return LaunchRequest(model=SMALL, cluster=search.cluster_preset("dgx-h100"), config=config,
+                         training=search.TrainingSpec(global_batch=32, precision=precision,  # type: ignore[arg-type]
+                                                      framework=framework),  # type: ignore[arg-type]
+                         profile=profile)
+
+
+@pytest.mark.parametrize(("framework", "config"), _grid())
+def test_grid_accepted_by_deepspeed(framework: str, config: search.ParallelConfig) -> None:
+    precision = "fp16" if config.micro_batch == 2 else "bf16"
+    out = emit_deepspeed(_request(framework, config, precision))
+    assert out.command == "" and out.env == {}
+    cfg = json.loads(out.files["ds_config.json"])
+    assert cfg["train_batch_size"] == 32
+    assert cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * config.dp == 32
+    assert cfg["zero_optimization"]["stage"] == config.zero_stage
+    assert ("aio" in cfg) == ("nvme" in (config.offload_optimizer, config.offload_param))
+    assert ("activation_checkpointing" in cfg) == (config.recompute != "none")
+    check_ds_config(cfg, config.dp)  # runs DeepSpeedZeroConfig and DeepSpeedConfig(mpu=dp) again
+
+
+def _base() -> dict[str, Any]:
+    return ds_config(_request("deepspeed", search.ParallelConfig(dp=8, micro_batch=2, zero_stage=3)))
+
+
+def _bad(path: str, value: Any) -> dict[str, Any]:
+    cfg = copy.deepcopy(_base())
+    *parents, leaf = path.split(".")
+    node = cfg
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[leaf] = value
+    return cfg
+
+
+@pytest.mark.parametrize(("cfg", "key"), [
+    (_bad("zero_optimization", {"stage": 2, "offload_param": {"device": "cpu"}}), "offload_param"),
+    (_bad("zero_optimization", {"stage": 0, "offload_optimizer": {"device": "cpu"}}), "offload_optimizer"),
+    (_bad("zero_optimization.offload_optimizer", {"device": "nvme"}), "offload_optimizer.nvme_path"),
+    (_bad("zero_optimization.offload_param", {"device": "nvme"}), "offload_param.nvme_path"),
+    (_bad("train_batchsize", 32), "train_batchsize"),
+    (_bad("bf16.enabled", "yes"), "bf16.enabled"),
+])
+def test_refuses_what_deepspeed_silently_accepts(cfg: dict[str, Any], key: str) -> None:
+    check_ds_config(_base(), 8)
+    with pytest.raises(search.SpecError, match=key.replace(".", r"\.")) as info:
+        check_ds_config(cfg, 8)
+    assert key in info.value.field
+
+
+@pytest.mark.parametrize(("cfg", "words"), [
+    (_bad("zero_optimization.stage", 4), "stage"),
+    (_bad("train_batch_size", 64), "train_batch_size is not equal"),
+    (_bad("zero_optimization.offload_optimizer", {"device": "disk"}), "device"),
+    (_bad("zero_optimization.stage3_prefetch_bucket_sise", 1), "stage3_prefetch_bucket_sise"),
+    (_bad("fp16", {"enabled": True}), "cannot be simultaneously enabled"),
+])
+def test_deepspeed_refusals_become_spec_errors(cfg: dict[str, Any], words: str) -> None:
+    with pytest.raises(search.SpecError, match=words) as info:
+        check_ds_config(cfg, 8)
+    assert info.value.field == "ds_config"
+
+
+def test_batch_checked_against_real_dp() -> None:
+    cfg = _base()
+    check_ds_config(cfg, 8)
+    with pytest.raises(search.SpecError, match="train_batch_size is not equal"):
+        check_ds_config(cfg, 4)
+
+
+def test_aio_from_profile() -> None:
+    fp = search.Fingerprint(gpu_name="H100", gpu_count=8, gpus_per_node=8, created_at="2026-01-01T00:00:00Z")
+    profile = search.HardwareProfile(fingerprint=fp, aio={"block_size": 262144, "queue_depth": 32,
+                                                          "intra_op_parallelism": 4, "single_submit": False,
+                                                          "overlap_events": True})
+    config = search.ParallelConfig(dp=8, micro_batch=1, zero_stage=3, offload_optimizer="nvme", offload_param="nvme")
+    cfg = json.loads(emit_deepspeed(_request("deepspeed", config, profile=profile)).files["ds_config.json"])
+    assert cfg["aio"] == profile.aio
+    assert "thread_count" not in cfg["aio"]
+
+
+def test_refuses_what_deepspeed_cannot_express() -> None:
+    with pytest.raises(search.SpecError, match="framework"):
+        emit_deepspeed(_request("deepspeed", search.ParallelConfig(dp=4, tp=2)))
+    with pytest.raises(search.SpecError, match="fp8"):
+        emit_deepspeed(_request("deepspeed", search.ParallelConfig(dp=8), precision="fp8"))
+    emit_deepspeed(_request("megatron-deepspeed", search.ParallelConfig(dp=4, tp=2)))
+
+
+def _golden_13b() -> LaunchRequest:
+    model = search.ModelSpec(name="gpt-13b", layers=40, hidden=5120, heads=40, ffn=20480, vocab=50257, seq_len=1024)
+    cluster = search.cluster_preset("dgx-2")
+    cluster = dataclasses.replace(cluster, node=dataclasses.replace(cluster.node, gpus_per_node=1))
+    config = search.ParallelConfig(dp=1, micro_batch=4, zero_stage=2, offload_optimizer="cpu", recompute="full")
+    return LaunchRequest(model=model, cluster=cluster, config=config,
+                         training=search.TrainingSpec(global_batch=4, precision="fp16", framework="deepspeed"))
+
+
+def _golden_1t() -> LaunchRequest:
+    config = search.ParallelConfig(dp=16, micro_batch=1, zero_stage=3, offload_optimizer="nvme",
+                                   offload_param="nvme", recompute="full")
+    return LaunchRequest(model=search.model_preset("gpt-1t"), cluster=search.cluster_preset("dgx-2"), config=config,
+                         training=search.TrainingSpec(global_batch=16, precision="fp16", framework="deepspeed"))
+
+
+@pytest.mark.parametrize(("name", "request_"), [("ds_13b_zero2_cpu_offload_1gpu.json", _golden_13b()),
+                                                ("ds_1t_zero3_nvme_dgx2.json", _golden_1t())])
+def test_golden(name: str, request_: LaunchRequest) -> None:
+    text = emit_deepspeed(request_).files["ds_config.json"]
+    path = GOLDEN / name
+    if os.environ.get("AUTOPAR_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert text == path.read_text()
