@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from search import SearchResult, SpecError, TrainingSpec
+from service._spec_files import parse_choices
 
 EMIT_TARGETS = ("deepspeed", "torchrun", "deepspeed-launcher", "slurm")
 
@@ -30,12 +31,7 @@ def add_emit_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse_targets(text: str) -> tuple[str, ...]:
     """``--emit`` as known targets, or a SpecError listing them."""
-    targets = tuple(t.strip() for t in text.split(",") if t.strip())
-    unknown = [t for t in targets if t not in EMIT_TARGETS]
-    if unknown or not targets:
-        raise SpecError("--emit", f"{', '.join(unknown) or 'nothing'} is not an emit target",
-                        f"choose from: {', '.join(EMIT_TARGETS)}")
-    return targets
+    return parse_choices(text, EMIT_TARGETS, "--emit", "an emit target")
 
 
 def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model: object) -> None:

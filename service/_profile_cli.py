@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from search import SpecError
+from service._spec_files import parse_choices
 
 SECTIONS = ("matmul", "collectives", "host", "nvme", "cpu-adam")
 EXIT_INTERRUPTED = 130
@@ -39,12 +40,7 @@ def add_profile_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def parse_sections(text: str) -> tuple[str, ...]:
     """``--only`` as a tuple of known sections, or a SpecError naming the unknown ones."""
-    chosen = tuple(s.strip() for s in text.split(",") if s.strip())
-    unknown = [s for s in chosen if s not in SECTIONS]
-    if unknown or not chosen:
-        raise SpecError("--only", f"{', '.join(unknown) or 'nothing'} is not a section",
-                        f"choose from: {', '.join(SECTIONS)}")
-    return chosen
+    return parse_choices(text, SECTIONS, "--only", "a section")
 
 
 def upload(url: str, payload: str, timeout_s: float = 30.0) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -93,3 +94,13 @@ def load_cluster(arg: str, num_nodes: int | None) -> ClusterSpec:
     if not isinstance(name, str):
         raise SpecError(f"{where} name", f"{name!r} is not a string", "give the cluster a name")
     return ClusterSpec(gpu=gpu, node=node, num_nodes=nodes, name=name)
+
+
+def parse_choices(text: str, choices: Sequence[str], option: str, noun: str) -> tuple[str, ...]:
+    """A comma-separated option value as known ``choices``, or a SpecError naming the unknown ones."""
+    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [part for part in chosen if part not in choices]
+    if unknown or not chosen:
+        raise SpecError(option, f"{', '.join(unknown) or 'nothing'} is not {noun}",
+                        f"choose from: {', '.join(choices)}")
+    return chosen
