@@ -1,8 +1,8 @@
 """``autopar search ... --emit TARGETS --out DIR``: write the launch files of a ranked configuration.
 
-Targets now: ``deepspeed`` (ds_config.json), ``torchrun``, ``deepspeed-launcher`` (hostfile),
-``slurm`` (sbatch script). The Megatron-LM / Megatron-DeepSpeed argument lists and torchtitan
-configs follow (issue 5).
+Targets now: ``deepspeed`` (ds_config.json), ``megatron`` (pretrain_gpt.py arguments checked
+against the pinned Megatron-LM flag list), ``torchrun``, ``deepspeed-launcher`` (hostfile),
+``slurm`` (sbatch script). Megatron-DeepSpeed arguments and torchtitan configs follow (issue 5).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from search import SearchResult, SpecError, TrainingSpec
 from service._spec_files import parse_choices
 
-EMIT_TARGETS = ("deepspeed", "torchrun", "deepspeed-launcher", "slurm")
+EMIT_TARGETS = ("deepspeed", "megatron", "torchrun", "deepspeed-launcher", "slurm")
 
 
 def add_emit_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,7 +37,15 @@ def parse_targets(text: str) -> tuple[str, ...]:
 def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model: object) -> None:
     """Write the files of ``--rank`` for each ``--emit`` target into ``--out`` and print the commands."""
     from search import ClusterSpec, ModelSpec
-    from service.launch import LaunchRequest, deepspeed_launcher, emit_deepspeed, slurm, torchrun
+    from service.launch import (
+        LaunchRequest,
+        deepspeed_launcher,
+        emit_deepspeed,
+        emit_megatron,
+        megatron_args,
+        slurm,
+        torchrun,
+    )
 
     targets = parse_targets(args.emit)
     if not result.top:
@@ -57,10 +65,14 @@ def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model:
     script_args: list[str] = []
     if chosen.framework in ("deepspeed", "megatron-deepspeed"):
         script_args = ["--deepspeed", "--deepspeed_config", "ds_config.json"]
+    elif chosen.framework == "megatron":
+        script_args = megatron_args(request)
     args.out.mkdir(parents=True, exist_ok=True)
     for target in targets:
         if target == "deepspeed":
             files = emit_deepspeed(request)
+        elif target == "megatron":
+            files = emit_megatron(request)
         elif target == "torchrun":
             files = torchrun(request, script_args)
         elif target == "deepspeed-launcher":

@@ -7,18 +7,22 @@ shell are quoted by :func:`quote`. The service's launch endpoint (later) uses th
 from service.launch._base import LaunchFiles, LaunchRequest
 from service.launch._deepspeed import check_ds_config, ds_config, emit_deepspeed
 from service.launch._launchers import deepspeed_launcher, framework_env, slurm, torchrun
+from service.launch._megatron import check_megatron_args, emit_megatron, megatron_args
 from service.launch._shell import command, export_lines, quote
 
 __all__ = [
     "LaunchFiles",
     "LaunchRequest",
     "check_ds_config",
+    "check_megatron_args",
     "command",
     "deepspeed_launcher",
     "ds_config",
     "emit_deepspeed",
+    "emit_megatron",
     "export_lines",
     "framework_env",
+    "megatron_args",
     "quote",
     "slurm",
     "torchrun",

@@ -41,3 +41,14 @@ def test_emit_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str
                                needle: str) -> None:
     assert main([*SMALL, "--framework", "deepspeed", "--out", str(tmp_path), *extra]) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_emit_megatron_writes_checked_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from service.launch import check_megatron_args
+
+    out = tmp_path / "launch"
+    assert main([*SMALL, "--framework", "megatron", "--emit", "megatron", "--out", str(out)]) == 0
+    argv = (out / "megatron_args.txt").read_text().split()
+    check_megatron_args(argv, world_size=8)
+    command = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("megatron: "))
+    assert shlex.split(command.removeprefix("megatron: "))[-len(argv):] == argv

@@ -1,0 +1,171 @@
+"""Regenerate ``service/launch/megatron_flags.txt``: every long option of Megatron-LM's
+``megatron/training/arguments.py`` at a pinned megatron-core release.
+
+The megatron-core wheel (Python >= 3.12 only) is downloaded with ``pip download --no-deps``
+and read as a zip; nothing is imported or installed. Two sources of flags are collected:
+
+1. every string literal starting with ``--`` passed positionally to an ``.add_argument(...)``
+   call in ``arguments.py``;
+2. the flags ``ArgumentGroupFactory(SomeConfig, exclude=[...])`` generates from a dataclass
+   (``megatron/training/argument_utils.py``): ``"--" + name.replace("_", "-")`` per init field
+   of the class and its bases, minus ``exclude``; a ``bool`` field whose default is not False
+   becomes ``--no-NAME`` and ``--disable-NAME``; ``metadata={"argparse_meta": {"arg_names": [...]}}``
+   overrides the names. Most core flags (``--tensor-model-parallel-size``, ``--bf16``, ...) come
+   from here.
+
+Usage: ``python scripts/extract_megatron_flags.py [VERSION]`` (default 0.19.2).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+VERSION = "0.19.2"
+ARGS_PATH = "megatron/training/arguments.py"
+OUT = Path(__file__).resolve().parent.parent / "service" / "launch" / "megatron_flags.txt"
+
+
+def download(version: str, dest: str) -> Path:
+    base = [sys.executable, "-m", "pip", "download", f"megatron-core=={version}", "--no-deps", "-d", dest,
+            "--python-version", "3.12", "--only-binary=:all:"]
+    try:
+        subprocess.run(base, check=True)
+    except subprocess.CalledProcessError:
+        subprocess.run([*base, "--platform", "manylinux2014_x86_64"], check=True)
+    wheels = sorted(Path(dest).glob("megatron_core-*.whl"))
+    if not wheels:
+        raise SystemExit("pip download produced no megatron_core wheel")
+    return wheels[0]
+
+
+def _literal_flags(tree: ast.AST) -> set[str]:
+    flags: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
+                    flags.add(arg.value)
+    return flags
+
+
+def _classes(zf: zipfile.ZipFile) -> dict[str, ast.ClassDef]:
+    """Every top-level class of the wheel's ``megatron`` package, by name (first wins)."""
+    out: dict[str, ast.ClassDef] = {}
+    for name in sorted(zf.namelist()):
+        if not (name.startswith("megatron/") and name.endswith(".py")):
+            continue
+        try:
+            tree = ast.parse(zf.read(name).decode("utf-8"))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                out.setdefault(node.name, node)
+    return out
+
+
+def _is_bool(annotation: ast.expr) -> bool:
+    text = ast.unparse(annotation).replace(" ", "")
+    return text in ("bool", "Optional[bool]", "bool|None", "None|bool", "typing.Optional[bool]")
+
+
+def _field_flags(item: ast.AnnAssign) -> list[str] | None:
+    """The flags one dataclass field generates, or None for a non-init / ClassVar field."""
+    assert isinstance(item.target, ast.Name)
+    name = item.target.id
+    if "ClassVar" in ast.unparse(item.annotation):
+        return None
+    default: object = None
+    has_default = False
+    meta_names: list[str] | None = None
+    value = item.value
+    if isinstance(value, ast.Call) and ast.unparse(value.func) in ("field", "dataclasses.field"):
+        for kw in value.keywords:
+            if kw.arg == "init" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+                return None
+            if kw.arg == "default":
+                has_default = True
+                default = kw.value.value if isinstance(kw.value, ast.Constant) else object()
+            if kw.arg == "metadata" and isinstance(kw.value, ast.Dict):
+                for k, v in zip(kw.value.keys, kw.value.values, strict=True):
+                    if isinstance(k, ast.Constant) and k.value == "argparse_meta" and isinstance(v, ast.Dict):
+                        for mk, mv in zip(v.keys, v.values, strict=True):
+                            if isinstance(mk, ast.Constant) and mk.value == "arg_names":
+                                meta_names = [str(x) for x in ast.literal_eval(mv)]
+    elif value is not None:
+        has_default = True
+        default = value.value if isinstance(value, ast.Constant) else object()
+    if meta_names is not None:
+        return meta_names
+    dashed = name.replace("_", "-")
+    if _is_bool(item.annotation) and not (has_default and default is False):
+        return [f"--no-{dashed}", f"--disable-{dashed}"]
+    return [f"--{dashed}"]
+
+
+def _dataclass_flags(cls_name: str, exclude: set[str], classes: dict[str, ast.ClassDef]) -> set[str]:
+    flags: set[str] = set()
+    seen: set[str] = set()
+    todo = [cls_name]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in classes:
+            continue
+        seen.add(name)
+        node = classes[name]
+        todo.extend(ast.unparse(b).split(".")[-1] for b in node.bases)
+        for item in node.body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                if item.target.id in exclude:
+                    continue
+                names = _field_flags(item)
+                if names:
+                    flags.update(names)
+    return flags
+
+
+def _factory_flags(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> set[str]:
+    flags: set[str] = set()
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef):
+            continue
+        assigns: dict[str, ast.expr] = {}
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                assigns[node.targets[0].id] = node.value
+        for node in ast.walk(func):
+            if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "ArgumentGroupFactory" and node.args):
+                continue
+            exclude: set[str] = set()
+            for kw in node.keywords:
+                if kw.arg == "exclude":
+                    expr = assigns[kw.value.id] if isinstance(kw.value, ast.Name) else kw.value
+                    exclude = set(ast.literal_eval(expr))
+            cls = ast.unparse(node.args[0]).split(".")[-1]
+            if cls not in classes:
+                raise SystemExit(f"class {cls} used by ArgumentGroupFactory not found in the wheel")
+            flags |= _dataclass_flags(cls, exclude, classes)
+    return flags
+
+
+def extract(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        tree = ast.parse(zf.read(ARGS_PATH).decode("utf-8"))
+        return sorted(_literal_flags(tree) | _factory_flags(tree, _classes(zf)))
+
+
+def main() -> None:
+    version = sys.argv[1] if len(sys.argv) > 1 else VERSION
+    with tempfile.TemporaryDirectory() as tmp:
+        flags = extract(download(version, tmp))
+    OUT.write_text(f"# megatron-core {version} {ARGS_PATH}\n" + "".join(f"{f}\n" for f in flags))
+    print(f"wrote {len(flags)} flags to {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""Megatron-LM / Megatron-Core: the ``pretrain_gpt.py`` arguments of one configuration.
+
+Facts from ``shared/reference/frameworks.md`` §5, the Addendum and §11. Every emitted flag is
+checked against ``megatron_flags.txt``: the long options of ``megatron/training/arguments.py``
+at the pinned megatron-core release (regenerate with ``scripts/extract_megatron_flags.py``).
+There is no ``--virtual-pipeline-model-parallel-size``; the interleaved schedule is set with
+``--num-layers-per-virtual-pipeline-stage`` (= layers / pp / vp). :func:`check_megatron_args`
+re-implements the value rules of Megatron's ``validate_args`` that a configuration can break.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+from search import SpecError
+
+from ._base import LaunchFiles, LaunchRequest
+from ._launchers import torchrun
+
+FLAGS_FILE = Path(__file__).with_name("megatron_flags.txt")
+_FIELD = "megatron_args"
+
+
+@cache
+def _flag_list() -> tuple[str, frozenset[str]]:
+    """(release line, flags) from ``megatron_flags.txt``."""
+    lines = FLAGS_FILE.read_text().splitlines()
+    release = lines[0].lstrip("# ").strip() if lines and lines[0].startswith("#") else "unknown release"
+    return release, frozenset(ln.strip() for ln in lines if ln.strip() and not ln.startswith("#"))
+
+
+def megatron_flags() -> frozenset[str]:
+    """Every long option of the pinned Megatron-LM argument parser."""
+    return _flag_list()[1]
+
+
+def megatron_release() -> str:
+    """The release the flag list was extracted from, e.g. ``megatron-core 0.19.2 megatron/training/arguments.py``."""
+    return _flag_list()[0]
+
+
+def _require(flag: str, what: str) -> str:
+    if flag not in megatron_flags():
+        raise SpecError(_FIELD, f"{what} needs {flag}, which the pinned release ({megatron_release()}) lacks",
+                        "choose a configuration without it, or update megatron_flags.txt to a release that has it")
+    return flag
+
+
+def megatron_args(request: LaunchRequest) -> list[str]:
+    """The ``pretrain_gpt.py`` arguments for ``request`` (parallelism, batch, memory policy, precision, model)."""
+    if request.training.framework != "megatron":
+        raise SpecError("TrainingSpec.framework", f"{request.training.framework!r} is not run by Megatron-LM",
+                        "use the emitter of that framework, or framework='megatron'")
+    c, m, t = request.config, request.model, request.training
+    world = request.cluster.world_size
+    if world != c.world_size:
+        raise SpecError("ParallelConfig", f"dp*tp*pp*cp = {c.world_size} GPUs, but the cluster has {world}",
+                        "choose degrees whose product is the cluster's GPU count")
+    args = ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
+    if c.vp > 1:
+        if m.layers % (c.pp * c.vp):
+            raise SpecError("ParallelConfig.vp", f"layers={m.layers} is not divisible by pp*vp={c.pp * c.vp}",
+                            "choose pp and vp whose product divides the layer count")
+        args += ["--num-layers-per-virtual-pipeline-stage", str(m.layers // c.pp // c.vp)]
+    if c.sp:
+        args.append("--sequence-parallel")
+    if c.cp > 1:
+        args += ["--context-parallel-size", str(c.cp)]
+    args += ["--micro-batch-size", str(c.micro_batch), "--global-batch-size", str(t.global_batch)]
+    if c.recompute == "selective":
+        args += ["--recompute-granularity", "selective"]
+    elif c.recompute == "full":
+        args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    if c.zero_stage >= 1:
+        args.append("--use-distributed-optimizer")
+    if c.zero_stage >= 2:
+        what = f"ZeRO-{c.zero_stage} (Megatron-FSDP)"
+        strategy = "optim_grads" if c.zero_stage == 2 else "optim_grads_params"
+        args += [_require("--use-megatron-fsdp", what), _require("--data-parallel-sharding-strategy", what), strategy]
+    if c.dp > 1:
+        args.append("--overlap-grad-reduce")
+        if c.zero_stage >= 1:
+            args.append("--overlap-param-gather")
+    if c.offload_optimizer == "cpu":
+        args.append(_require("--optimizer-cpu-offload", "optimizer CPU offload"))
+    elif c.offload_optimizer != "none" or c.offload_param != "none":
+        raise SpecError("ParallelConfig.offload_optimizer", "Megatron offloads only the optimizer, and only to CPU",
+                        "use offload_optimizer='cpu' or 'none' and offload_param='none'")
+    if t.precision == "fp16":
+        args.append("--fp16")
+    elif t.precision == "fp8":
+        args += [_require("--fp8-format", "fp8 training"), "hybrid", "--bf16"]
+    else:
+        args.append("--bf16")
+    args += ["--num-layers", str(m.layers), "--hidden-size", str(m.hidden), "--num-attention-heads", str(m.heads),
+             "--ffn-hidden-size", str(m.ffn), "--seq-length", str(m.seq_len),
+             "--max-position-embeddings", str(m.seq_len)]
+    kv = m.kv_heads if m.kv_heads is not None else m.heads
+    if kv < m.heads:
+        args += ["--group-query-attention", "--num-query-groups", str(kv)]
+    if m.activation == "swiglu":
+        args.append("--swiglu")
+    if m.norm == "rmsnorm":
+        args += ["--normalization", "RMSNorm"]
+    if m.position_embedding == "rope":
+        args += ["--position-embedding-type", "rope"]
+    if not m.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if not m.bias:
+        args.append("--disable-bias-linear")
+    if not m.dropout:
+        args += ["--attention-dropout", "0", "--hidden-dropout", "0"]
+    if m.attention == "flash" and "--use-flash-attn" in megatron_flags():
+        args.append("--use-flash-attn")
+    return args
+
+
+def _values(argv: Sequence[str]) -> dict[str, str | None]:
+    """``--flag`` -> its value (the next word when that is not a flag), or None for a switch."""
+    out: dict[str, str | None] = {}
+    for i, word in enumerate(argv):
+        if word.startswith("--"):
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            out[word] = nxt if nxt is not None and not nxt.startswith("--") else None
+    return out
+
+
+def _int(values: dict[str, str | None], flag: str, default: int | None) -> int | None:
+    text = values.get(flag)
+    if flag in values and text is None:
+        raise SpecError(_FIELD, f"{flag} has no value", f"give {flag} an integer")
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise SpecError(_FIELD, f"{flag} {text!r} is not an integer", f"give {flag} an integer") from None
+
+
+def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
+    """Raise SpecError unless every flag exists at the pinned release and the values pass
+    the rules of Megatron's ``validate_args`` (and of its micro-batch calculator)."""
+    flags = megatron_flags()
+    for word in argv:
+        if word.startswith("--") and word not in flags:
+            raise SpecError(_FIELD, f"{word} is not an argument of Megatron-LM ({megatron_release()})",
+                            "remove it or use the flag that release defines")
+    v = _values(argv)
+    tp = _int(v, "--tensor-model-parallel-size", 1) or 1
+    pp = _int(v, "--pipeline-model-parallel-size", 1) or 1
+    cp = _int(v, "--context-parallel-size", 1) or 1
+    if world_size % (tp * pp * cp):
+        raise SpecError(_FIELD, f"world size ({world_size}) is not divisible by tp*pp*cp ({tp * pp * cp})",
+                        "choose degrees whose product divides the GPU count")
+    dp = world_size // (tp * pp * cp)
+    micro = _int(v, "--micro-batch-size", 1) or 1
+    glob = _int(v, "--global-batch-size", micro * dp) or micro * dp
+    if glob % (micro * dp):
+        raise SpecError(_FIELD, f"global batch size ({glob}) is not divisible by micro batch size ({micro}) "
+                        f"times data parallel size ({dp})", "make the global batch a multiple of micro * dp")
+    layers = _int(v, "--num-layers", None)
+    per_stage = _int(v, "--num-layers-per-virtual-pipeline-stage", None)
+    if per_stage is not None:
+        if layers is None or layers % pp:
+            raise SpecError(_FIELD, f"num layers ({layers}) is not divisible by pipeline size ({pp})",
+                            "give --num-layers a multiple of --pipeline-model-parallel-size")
+        if per_stage <= 0 or (layers // pp) % per_stage:
+            raise SpecError(_FIELD, f"layers per pipeline stage ({layers // pp}) is not divisible by "
+                            f"--num-layers-per-virtual-pipeline-stage ({per_stage})",
+                            "choose a divisor of layers / pp")
+    if "--sequence-parallel" in v and tp == 1:
+        raise SpecError(_FIELD, "--sequence-parallel needs --tensor-model-parallel-size > 1 "
+                        "(Megatron silently turns it off)", "drop --sequence-parallel or use tp > 1")
+    if "--overlap-param-gather" in v and not ({"--use-distributed-optimizer", "--use-megatron-fsdp"} & v.keys()):
+        raise SpecError(_FIELD, "--overlap-param-gather is only supported with the distributed optimizer",
+                        "add --use-distributed-optimizer or drop --overlap-param-gather")
+    if "--overlap-param-gather" in v and "--overlap-grad-reduce" not in v:
+        raise SpecError(_FIELD, "--overlap-param-gather needs --overlap-grad-reduce",
+                        "add --overlap-grad-reduce or drop --overlap-param-gather")
+    seq = _int(v, "--seq-length", None)
+    if cp > 1 and seq is not None and seq % (2 * cp):
+        raise SpecError(_FIELD, f"seq length ({seq}) is not a multiple of 2 * context parallel size ({2 * cp})",
+                        "choose a cp with seq_len % (2*cp) == 0")
+    heads = _int(v, "--num-attention-heads", None)
+    if heads is not None and heads % tp:
+        raise SpecError(_FIELD, f"attention heads ({heads}) are not divisible by tp ({tp})",
+                        "choose a tp that divides the head count")
+
+
+def emit_megatron(request: LaunchRequest) -> LaunchFiles:
+    """``megatron_args.txt`` (one argument per line) and the torchrun command that runs ``pretrain_gpt.py``."""
+    args = megatron_args(request)
+    check_megatron_args(args, request.config.world_size)
+    launch = torchrun(request, args)
+    return LaunchFiles(files={"megatron_args.txt": "".join(f"{a}\n" for a in args)},
+                       command=launch.command, env=launch.env)

@@ -1,0 +1,113 @@
+"""Megatron-LM pretrain_gpt.py arguments: flags exist at the pinned release, values pass validate_args' rules."""
+
+from __future__ import annotations
+
+import os
+import random
+import shlex
+from pathlib import Path
+
+import pytest
+
+import search
+from search import SpecError
+from service.launch._base import LaunchRequest
+from service.launch._megatron import FLAGS_FILE, check_megatron_args, emit_megatron, megatron_args, megatron_flags
+
+GOLDEN = Path(__file__).parent / "golden" / "megatron_gpt3_175b_tp8_pp8.txt"
+
+EXPECTED = ["--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
+            "--sequence-parallel", "--context-parallel-size", "--micro-batch-size", "--global-batch-size",
+            "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer",
+            "--overlap-grad-reduce", "--overlap-param-gather", "--bf16", "--fp16", "--num-layers", "--hidden-size",
+            "--num-attention-heads", "--ffn-hidden-size", "--seq-length", "--max-position-embeddings",
+            "--num-query-groups", "--group-query-attention", "--swiglu", "--normalization",
+            "--position-embedding-type", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
+            "--attention-dropout", "--hidden-dropout"]
+
+
+def test_flag_list_is_sorted_pinned_and_complete() -> None:
+    lines = FLAGS_FILE.read_text().splitlines()
+    assert lines[0] == "# megatron-core 0.19.2 megatron/training/arguments.py"
+    flags = lines[1:]
+    assert flags == sorted(flags) and len(flags) == len(set(flags))
+    assert all(f.startswith("--") for f in flags)
+    for flag in EXPECTED:
+        assert flag in megatron_flags(), flag
+    assert "--virtual-pipeline-model-parallel-size" not in megatron_flags()
+
+
+def _sample() -> list[LaunchRequest]:
+    rng = random.Random(5)
+    out = []
+    for name in ("gpt-7.5b", "llama3-8b"):
+        model = search.model_preset(name)
+        space = search.enumerate_space(model, 64, 256, "megatron")
+        cands = [c for c in space.candidates if c.framework == "megatron"]
+        for cand in rng.sample(cands, min(20, len(cands))):
+            out.append(LaunchRequest(model=model, cluster=search.cluster_preset("dgx-a100-80gb", 8),
+                                     config=cand.config, training=search.TrainingSpec(256)))
+    return out
+
+
+@pytest.mark.parametrize("req", _sample(), ids=lambda r: f"{r.model.name}-{r.config}")
+def test_enumerated_configs_emit_valid_args(req: LaunchRequest) -> None:
+    out = emit_megatron(req)
+    argv = out.files["megatron_args.txt"].splitlines()
+    assert argv == megatron_args(req)
+    check_megatron_args(argv, req.config.world_size)
+    assert all(a in megatron_flags() for a in argv if a.startswith("--"))
+    words = shlex.split(out.command)
+    assert words[0] == "torchrun" and words[words.index("pretrain_gpt.py") + 1:] == argv
+    c = req.config
+    assert ("--num-layers-per-virtual-pipeline-stage" in argv) == (c.vp > 1)
+    assert ("--sequence-parallel" in argv) == c.sp
+    assert ("--use-distributed-optimizer" in argv) == (c.zero_stage >= 1)
+    assert ("--overlap-param-gather" in argv) == (c.zero_stage >= 1 and c.dp > 1)
+    if c.tp > 1:
+        assert out.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+
+
+BASE = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "8",
+        "--micro-batch-size", "1", "--global-batch-size", "8", "--num-attention-heads", "8"]
+
+
+@pytest.mark.parametrize(("extra", "world", "needle"), [
+    (["--virtual-pipeline-model-parallel-size", "2"], 8, "not an argument"),
+    (["--tensor-model-parallel-size", "3"], 8, "not divisible by tp*pp*cp"),
+    (["--context-parallel-size", "4"], 8, "not divisible by tp*pp*cp"),
+    (["--global-batch-size", "7"], 8, "global batch size"),
+    (["--num-layers", "7", "--num-layers-per-virtual-pipeline-stage", "1"], 8, "pipeline size"),
+    (["--num-layers-per-virtual-pipeline-stage", "3"], 8, "virtual-pipeline-stage"),
+    (["--tensor-model-parallel-size", "1", "--sequence-parallel"], 8, "--sequence-parallel"),
+    (["--overlap-grad-reduce", "--overlap-param-gather"], 8, "distributed optimizer"),
+])
+def test_validate_rules_refuse(extra: list[str], world: int, needle: str) -> None:
+    check_megatron_args(BASE, 8)
+    with pytest.raises(SpecError, match="megatron_args") as err:
+        check_megatron_args([*BASE, *extra], world)
+    assert needle in str(err.value)
+
+
+def test_flag_error_names_release() -> None:
+    with pytest.raises(SpecError, match=r"megatron-core 0\.19\.2"):
+        check_megatron_args(["--no-such-flag"], 8)
+
+
+def test_refuses_other_frameworks() -> None:
+    req = LaunchRequest(model=search.model_preset("gpt-7.5b"), cluster=search.cluster_preset("dgx-a100-80gb", 1),
+                        config=search.ParallelConfig(dp=8), training=search.TrainingSpec(64, framework="deepspeed"))
+    with pytest.raises(SpecError, match="framework"):
+        emit_megatron(req)
+
+
+def test_golden_gpt3_175b_tp8_pp8() -> None:
+    req = LaunchRequest(model=search.model_preset("gpt3-175b"), cluster=search.cluster_preset("dgx-a100-80gb", 128),
+                        config=search.ParallelConfig(dp=16, tp=8, pp=8, sp=True, micro_batch=1, zero_stage=1,
+                                                     recompute="selective"),
+                        training=search.TrainingSpec(1536, "bf16"))
+    out = emit_megatron(req)
+    text = out.files["megatron_args.txt"] + "# command\n" + out.command + "\n"
+    if os.environ.get("AUTOPAR_UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
