@@ -76,7 +76,8 @@ def _is_bool(annotation: ast.expr) -> bool:
 
 def _field_flags(item: ast.AnnAssign) -> list[str] | None:
     """The flags one dataclass field generates, or None for a non-init / ClassVar field."""
-    assert isinstance(item.target, ast.Name)
+    if not isinstance(item.target, ast.Name):  # e.g. `self.x: int = ...`: not a dataclass field
+        return None
     name = item.target.id
     if "ClassVar" in ast.unparse(item.annotation):
         return None
