@@ -14,6 +14,12 @@ and read as a zip; nothing is imported or installed. Two sources of flags are co
    from here.
 
 Usage: ``python scripts/extract_megatron_flags.py [VERSION]`` (default 0.19.2).
+
+Megatron-DeepSpeed (deepspeedai/Megatron-DeepSpeed, not on PyPI) is read from a source tree:
+``python scripts/extract_megatron_flags.py --megatron-deepspeed DIR --commit SHA`` writes
+``service/launch/megatron_deepspeed_flags.txt`` from ``DIR/megatron/arguments.py`` (plain
+``add_argument`` calls) plus the options ``deepspeed.add_config_arguments`` adds to its parser
+(``--deepspeed``, ``--deepspeed_config``, ...), read from the installed deepspeed by calling it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from pathlib import Path
 VERSION = "0.19.2"
 ARGS_PATH = "megatron/training/arguments.py"
 OUT = Path(__file__).resolve().parent.parent / "service" / "launch" / "megatron_flags.txt"
+MDS_ARGS_PATH = "megatron/arguments.py"
+MDS_OUT = OUT.with_name("megatron_deepspeed_flags.txt")
 
 
 def download(version: str, dest: str) -> Path:
@@ -44,12 +52,18 @@ def download(version: str, dest: str) -> Path:
 
 
 def _literal_flags(tree: ast.AST) -> set[str]:
+    """``--flag`` literals of ``.add_argument(...)`` calls; ``argparse.BooleanOptionalAction``
+    also defines ``--no-flag``."""
     flags: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            optional = any(kw.arg == "action" and ast.unparse(kw.value).endswith("BooleanOptionalAction")
+                           for kw in node.keywords)
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
                     flags.add(arg.value)
+                    if optional:
+                        flags.add("--no-" + arg.value[2:])
     return flags
 
 
@@ -160,11 +174,42 @@ def extract(wheel: Path) -> list[str]:
         return sorted(_literal_flags(tree) | _factory_flags(tree, _classes(zf)))
 
 
+def deepspeed_config_flags() -> tuple[str, set[str]]:
+    """(deepspeed version, the long options ``deepspeed.add_config_arguments`` defines)."""
+    import argparse
+
+    import deepspeed
+
+    parser = deepspeed.add_config_arguments(argparse.ArgumentParser())
+    return deepspeed.__version__, {s for s in parser._option_string_actions if s.startswith("--") and s != "--help"}
+
+
+def extract_megatron_deepspeed(source: Path) -> list[str]:
+    tree = ast.parse((source / MDS_ARGS_PATH).read_text(encoding="utf-8"))
+    return sorted(_literal_flags(tree) | deepspeed_config_flags()[1])
+
+
 def main() -> None:
-    version = sys.argv[1] if len(sys.argv) > 1 else VERSION
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("version", nargs="?", default=VERSION, help=f"megatron-core release (default {VERSION})")
+    p.add_argument("--megatron-deepspeed", type=Path, metavar="DIR",
+                   help="a Megatron-DeepSpeed source tree: write megatron_deepspeed_flags.txt instead")
+    p.add_argument("--commit", help="the commit DIR is at (recorded in the file's first line)")
+    args = p.parse_args()
+    if args.megatron_deepspeed is not None:
+        if not args.commit:
+            raise SystemExit("--commit is required with --megatron-deepspeed: the flag list names its source commit")
+        flags = extract_megatron_deepspeed(args.megatron_deepspeed)
+        ds_version = deepspeed_config_flags()[0]
+        MDS_OUT.write_text(f"# Megatron-DeepSpeed {args.commit} {MDS_ARGS_PATH} + deepspeed {ds_version} "
+                           "add_config_arguments\n" + "".join(f"{f}\n" for f in flags))
+        print(f"wrote {len(flags)} flags to {MDS_OUT}")
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        flags = extract(download(version, tmp))
-    OUT.write_text(f"# megatron-core {version} {ARGS_PATH}\n" + "".join(f"{f}\n" for f in flags))
+        flags = extract(download(args.version, tmp))
+    OUT.write_text(f"# megatron-core {args.version} {ARGS_PATH}\n" + "".join(f"{f}\n" for f in flags))
     print(f"wrote {len(flags)} flags to {OUT}")
 
 

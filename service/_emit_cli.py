@@ -1,8 +1,10 @@
 """``autopar search ... --emit TARGETS --out DIR``: write the launch files of a ranked configuration.
 
-Targets now: ``deepspeed`` (ds_config.json), ``megatron`` (pretrain_gpt.py arguments checked
-against the pinned Megatron-LM flag list), ``torchrun``, ``deepspeed-launcher`` (hostfile),
-``slurm`` (sbatch script). Megatron-DeepSpeed arguments and torchtitan configs follow (issue 5).
+Targets: ``deepspeed`` (ds_config.json), ``megatron`` (pretrain_gpt.py arguments checked
+against the pinned Megatron-LM flag list), ``megatron-deepspeed`` (the fork's arguments plus
+ds_config.json), ``torchtitan`` (a config module for torchtitan 0.3), ``torchrun``,
+``deepspeed-launcher`` (hostfile), ``slurm`` (sbatch script). The launchers run the training
+entry point of the configuration's framework with its arguments.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from pathlib import Path
 from search import SearchResult, SpecError, TrainingSpec
 from service._spec_files import parse_choices
 
-EMIT_TARGETS = ("deepspeed", "megatron", "torchrun", "deepspeed-launcher", "slurm")
+EMIT_TARGETS = ("deepspeed", "megatron", "megatron-deepspeed", "torchtitan", "torchrun", "deepspeed-launcher",
+                "slurm")
 
 
 def add_emit_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,7 +45,9 @@ def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model:
         deepspeed_launcher,
         emit_deepspeed,
         emit_megatron,
+        emit_megatron_deepspeed,
         megatron_args,
+        megatron_deepspeed_args,
         slurm,
         torchrun,
     )
@@ -63,8 +68,10 @@ def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model:
     request = LaunchRequest(model=model, cluster=cluster, config=chosen.config, training=training, hosts=hosts,
                             train_script=args.train_script, profile=cluster.profile)
     script_args: list[str] = []
-    if chosen.framework in ("deepspeed", "megatron-deepspeed"):
+    if chosen.framework == "deepspeed":
         script_args = ["--deepspeed", "--deepspeed_config", "ds_config.json"]
+    elif chosen.framework == "megatron-deepspeed":
+        script_args = megatron_deepspeed_args(request)
     elif chosen.framework == "megatron":
         script_args = megatron_args(request)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -73,6 +80,8 @@ def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model:
             files = emit_deepspeed(request)
         elif target == "megatron":
             files = emit_megatron(request)
+        elif target == "megatron-deepspeed":
+            files = emit_megatron_deepspeed(request)
         elif target == "torchrun":
             files = torchrun(request, script_args)
         elif target == "deepspeed-launcher":

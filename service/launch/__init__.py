@@ -8,6 +8,11 @@ from service.launch._base import LaunchFiles, LaunchRequest
 from service.launch._deepspeed import check_ds_config, ds_config, emit_deepspeed
 from service.launch._launchers import deepspeed_launcher, framework_env, slurm, torchrun
 from service.launch._megatron import check_megatron_args, emit_megatron, megatron_args
+from service.launch._megatron_deepspeed import (
+    check_megatron_deepspeed_args,
+    emit_megatron_deepspeed,
+    megatron_deepspeed_args,
+)
 from service.launch._shell import command, export_lines, quote
 
 __all__ = [
@@ -15,14 +20,17 @@ __all__ = [
     "LaunchRequest",
     "check_ds_config",
     "check_megatron_args",
+    "check_megatron_deepspeed_args",
     "command",
     "deepspeed_launcher",
     "ds_config",
     "emit_deepspeed",
     "emit_megatron",
+    "emit_megatron_deepspeed",
     "export_lines",
     "framework_env",
     "megatron_args",
+    "megatron_deepspeed_args",
     "quote",
     "slurm",
     "torchrun",

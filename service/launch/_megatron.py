@@ -24,21 +24,21 @@ _FIELD = "megatron_args"
 
 
 @cache
-def _flag_list() -> tuple[str, frozenset[str]]:
-    """(release line, flags) from ``megatron_flags.txt``."""
-    lines = FLAGS_FILE.read_text().splitlines()
+def read_flag_file(path: Path) -> tuple[str, frozenset[str]]:
+    """(release line, flags) of a flag list: a ``# release`` first line, then one ``--flag`` per line."""
+    lines = path.read_text().splitlines()
     release = lines[0].lstrip("# ").strip() if lines and lines[0].startswith("#") else "unknown release"
     return release, frozenset(ln.strip() for ln in lines if ln.strip() and not ln.startswith("#"))
 
 
 def megatron_flags() -> frozenset[str]:
     """Every long option of the pinned Megatron-LM argument parser."""
-    return _flag_list()[1]
+    return read_flag_file(FLAGS_FILE)[1]
 
 
 def megatron_release() -> str:
     """The release the flag list was extracted from, e.g. ``megatron-core 0.19.2 megatron/training/arguments.py``."""
-    return _flag_list()[0]
+    return read_flag_file(FLAGS_FILE)[0]
 
 
 def _require(flag: str, what: str) -> str:
@@ -58,6 +58,10 @@ def megatron_args(request: LaunchRequest) -> list[str]:
     if world != c.world_size:
         raise SpecError("ParallelConfig", f"dp*tp*pp*cp = {c.world_size} GPUs, but the cluster has {world}",
                         "choose degrees whose product is the cluster's GPU count")
+    if m.position_embedding == "alibi":
+        raise SpecError("ModelSpec.position_embedding", "ALiBi is not an option of the pinned release's parser "
+                        "(no --position-embedding-type alibi); emitting it would silently train another model",
+                        "use a model with learned or rope position embeddings, or launch ALiBi models by hand")
     args = ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
     if c.vp > 1:
         if m.layers % (c.pp * c.vp):
@@ -78,13 +82,18 @@ def megatron_args(request: LaunchRequest) -> list[str]:
     if c.zero_stage >= 2:
         what = f"ZeRO-{c.zero_stage} (Megatron-FSDP)"
         strategy = "optim_grads" if c.zero_stage == 2 else "optim_grads_params"
-        args += [_require("--use-megatron-fsdp", what), _require("--data-parallel-sharding-strategy", what), strategy]
+        # validate_args: "Megatron-FSDP requires the `fsdp_dtensor` checkpointing format."
+        args += [_require("--use-megatron-fsdp", what), _require("--data-parallel-sharding-strategy", what), strategy,
+                 _require("--ckpt-format", what), "fsdp_dtensor"]
     if c.dp > 1:
         args.append("--overlap-grad-reduce")
         if c.zero_stage >= 1:
             args.append("--overlap-param-gather")
     if c.offload_optimizer == "cpu":
-        args.append(_require("--optimizer-cpu-offload", "optimizer CPU offload"))
+        # validate_args: the hybrid device optimizer "must be used in conjunction with
+        # `--use-precision-aware-optimizer`".
+        args += [_require("--optimizer-cpu-offload", "optimizer CPU offload"),
+                 _require("--use-precision-aware-optimizer", "optimizer CPU offload")]
     elif c.offload_optimizer != "none" or c.offload_param != "none":
         raise SpecError("ParallelConfig.offload_optimizer", "Megatron offloads only the optimizer, and only to CPU",
                         "use offload_optimizer='cpu' or 'none' and offload_param='none'")
@@ -117,7 +126,7 @@ def megatron_args(request: LaunchRequest) -> list[str]:
     return args
 
 
-def _values(argv: Sequence[str]) -> dict[str, str | None]:
+def arg_values(argv: Sequence[str]) -> dict[str, str | None]:
     """``--flag`` -> its value (the next word when that is not a flag), or None for a switch."""
     out: dict[str, str | None] = {}
     for i, word in enumerate(argv):
@@ -127,16 +136,17 @@ def _values(argv: Sequence[str]) -> dict[str, str | None]:
     return out
 
 
-def _int(values: dict[str, str | None], flag: str, default: int | None) -> int | None:
+def int_value(values: dict[str, str | None], flag: str, default: int | None, field: str = _FIELD) -> int | None:
+    """``flag``'s integer value, ``default`` when absent; SpecError on ``field`` when not an integer."""
     text = values.get(flag)
     if flag in values and text is None:
-        raise SpecError(_FIELD, f"{flag} has no value", f"give {flag} an integer")
+        raise SpecError(field, f"{flag} has no value", f"give {flag} an integer")
     if text is None:
         return default
     try:
         return int(text)
     except ValueError:
-        raise SpecError(_FIELD, f"{flag} {text!r} is not an integer", f"give {flag} an integer") from None
+        raise SpecError(field, f"{flag} {text!r} is not an integer", f"give {flag} an integer") from None
 
 
 def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
@@ -147,21 +157,21 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
         if word.startswith("--") and word not in flags:
             raise SpecError(_FIELD, f"{word} is not an argument of Megatron-LM ({megatron_release()})",
                             "remove it or use the flag that release defines")
-    v = _values(argv)
-    tp = _int(v, "--tensor-model-parallel-size", 1) or 1
-    pp = _int(v, "--pipeline-model-parallel-size", 1) or 1
-    cp = _int(v, "--context-parallel-size", 1) or 1
+    v = arg_values(argv)
+    tp = int_value(v, "--tensor-model-parallel-size", 1) or 1
+    pp = int_value(v, "--pipeline-model-parallel-size", 1) or 1
+    cp = int_value(v, "--context-parallel-size", 1) or 1
     if world_size % (tp * pp * cp):
         raise SpecError(_FIELD, f"world size ({world_size}) is not divisible by tp*pp*cp ({tp * pp * cp})",
                         "choose degrees whose product divides the GPU count")
     dp = world_size // (tp * pp * cp)
-    micro = _int(v, "--micro-batch-size", 1) or 1
-    glob = _int(v, "--global-batch-size", micro * dp) or micro * dp
+    micro = int_value(v, "--micro-batch-size", 1) or 1
+    glob = int_value(v, "--global-batch-size", micro * dp) or micro * dp
     if glob % (micro * dp):
         raise SpecError(_FIELD, f"global batch size ({glob}) is not divisible by micro batch size ({micro}) "
                         f"times data parallel size ({dp})", "make the global batch a multiple of micro * dp")
-    layers = _int(v, "--num-layers", None)
-    per_stage = _int(v, "--num-layers-per-virtual-pipeline-stage", None)
+    layers = int_value(v, "--num-layers", None)
+    per_stage = int_value(v, "--num-layers-per-virtual-pipeline-stage", None)
     if per_stage is not None:
         if layers is None or layers % pp:
             raise SpecError(_FIELD, f"num layers ({layers}) is not divisible by pipeline size ({pp})",
@@ -179,11 +189,11 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
     if "--overlap-param-gather" in v and "--overlap-grad-reduce" not in v:
         raise SpecError(_FIELD, "--overlap-param-gather needs --overlap-grad-reduce",
                         "add --overlap-grad-reduce or drop --overlap-param-gather")
-    seq = _int(v, "--seq-length", None)
+    seq = int_value(v, "--seq-length", None)
     if cp > 1 and seq is not None and seq % (2 * cp):
         raise SpecError(_FIELD, f"seq length ({seq}) is not a multiple of 2 * context parallel size ({2 * cp})",
                         "choose a cp with seq_len % (2*cp) == 0")
-    heads = _int(v, "--num-attention-heads", None)
+    heads = int_value(v, "--num-attention-heads", None)
     if heads is not None and heads % tp:
         raise SpecError(_FIELD, f"attention heads ({heads}) are not divisible by tp ({tp})",
                         "choose a tp that divides the head count")

@@ -1,0 +1,71 @@
+"""Write the Megatron-LM and Megatron-DeepSpeed arguments autopar emits for many configurations.
+
+The cases go to a JSON file that ``scripts/check_framework_parsers.py`` feeds to the
+frameworks' own ``parse_args`` / ``validate_args`` (in an environment where they import). Each
+case carries the values the framework should derive (dp, vp, ...), so the check covers
+meaning as well as acceptance.
+
+Usage: ``python scripts/dump_launch_args.py OUT.json [--per-space 40] [--seed 0]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+import search
+from service.launch import LaunchRequest, framework_env, megatron_args, megatron_deepspeed_args
+
+# (model preset, cluster preset, nodes, global batch): shapes from GPT-3 to Llama 3 with GQA and SwiGLU.
+CASES = [("gpt-7.5b", "dgx-a100-80gb", 8, 256, "bf16"), ("gpt3-175b", "dgx-a100-80gb", 32, 1536, "fp16"),
+         ("llama3-8b", "dgx-h100", 4, 512, "fp8"), ("llama3-70b", "dgx-h100", 8, 512, "bf16"),
+         ("llama2-70b", "dgx-a100-80gb", 16, 1024, "bf16")]
+
+
+def _expect(c: search.ParallelConfig, model: search.ModelSpec, batch: int, framework: str) -> dict[str, object]:
+    out: dict[str, object] = {
+        "tensor_model_parallel_size": c.tp, "pipeline_model_parallel_size": c.pp, "data_parallel_size": c.dp,
+        "micro_batch_size": c.micro_batch, "global_batch_size": batch, "sequence_parallel": c.sp,
+        "num_layers": model.layers, "hidden_size": model.hidden, "num_attention_heads": model.heads,
+        "ffn_hidden_size": model.ffn, "seq_length": model.seq_len,
+        "recompute_granularity": None if c.recompute == "none" else c.recompute,
+    }
+    if framework == "megatron":
+        out |= {"context_parallel_size": c.cp, "use_distributed_optimizer": c.zero_stage >= 1,
+                "virtual_pipeline_model_parallel_size": c.vp if c.vp > 1 else None}
+    else:
+        out |= {"zero_stage": c.zero_stage, "no_pipeline_parallel": c.pp == 1, "deepspeed": True}
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("out", type=Path)
+    p.add_argument("--per-space", type=int, default=40, help="configurations sampled per (case, framework)")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    rng = random.Random(a.seed)
+    cases: list[dict[str, object]] = []
+    for model_name, cluster_name, nodes, batch, precision in CASES:
+        model, cluster = search.model_preset(model_name), search.cluster_preset(cluster_name, nodes)
+        for framework in ("megatron", "megatron-deepspeed"):
+            # autopar emits fp8 for Megatron-LM only
+            prec = "bf16" if framework == "megatron-deepspeed" and precision == "fp8" else precision
+            space = search.enumerate_space(model, cluster.world_size, batch, framework)
+            cands = [c for c in space.candidates if c.framework == framework]
+            for cand in rng.sample(cands, min(a.per_space, len(cands))):
+                training = search.TrainingSpec(batch, prec, framework=framework)  # type: ignore[arg-type]
+                req = LaunchRequest(model=model, cluster=cluster, config=cand.config, training=training)
+                argv = megatron_args(req) if framework == "megatron" else megatron_deepspeed_args(req)
+                cases.append({"framework": framework, "name": f"{model_name} {cand.config}",
+                              "world_size": cluster.world_size, "argv": argv, "env": framework_env(req),
+                              "expect": _expect(cand.config, model, batch, framework)})
+    a.out.write_text(json.dumps(cases, indent=1))
+    print(f"wrote {len(cases)} cases to {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
