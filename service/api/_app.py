@@ -1,0 +1,57 @@
+"""The FastAPI application: ``create_app(settings)``.
+
+Routes live in ``_routes_*.py`` (one module per resource, each an ``APIRouter``); shared input
+models in ``_schemas.py``; conversion of inputs to search specs in ``_specs.py``. The schema is
+migrated here unless the caller says otherwise (``autopar serve`` migrates once before it
+starts the API and the workers).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI
+
+from service.api import _errors
+from service.api._body_limit import BodyLimit
+from service.api._settings import Settings
+from service.api._state import AppState
+from service.store import Database
+
+
+def autopar_version() -> str:
+    try:
+        return version("autopar")
+    except PackageNotFoundError:  # running from a source tree that was not installed
+        return "0+unknown"
+
+
+def create_app(settings: Settings | None = None, *, db: Database | None = None, migrate: bool = True) -> FastAPI:
+    """The service for ``settings`` (default: from the environment)."""
+    from service.api import (
+        _routes_health,
+        _routes_predict,
+        _routes_presets,
+        _routes_profiles,
+        _routes_runs,
+        _routes_searches,
+    )
+
+    settings = settings or Settings.from_env()
+    db = db or Database(settings.database_url)
+    if migrate:
+        db.upgrade()
+    app = FastAPI(
+        title="autopar",
+        version=autopar_version(),
+        summary="Auto-parallel configuration search for large-model training.",
+        description="Store hardware profiles, run searches over data/tensor/pipeline/context parallel degrees, "
+                    "ZeRO stages, offload and recompute, and fetch ranked configurations with their launch files.",
+    )
+    app.state.autopar = AppState(settings=settings, db=db)
+    _errors.install(app)
+    for module in (_routes_health, _routes_presets, _routes_profiles, _routes_predict, _routes_searches,
+                   _routes_runs):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)  # type: ignore[arg-type]
+    return app

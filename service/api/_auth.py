@@ -1,0 +1,114 @@
+"""API tokens: created by ``autopar token create``, stored as SHA-256 only, scopes read / write.
+
+A token is ``ap_`` + 32 random bytes (urlsafe base64): high-entropy, so one SHA-256 per check
+is enough (no slow password hash). It is sent as ``Authorization: Bearer <token>``. Reads may
+be left open (``AUTOPAR_OPEN_READS``, default on); writes always need the write scope. Lookups
+are cached for a few seconds so a hot GET costs no database round trip; a revoked token stops
+working within that time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+
+from service.api._errors import ApiError
+from service.store import ApiToken, Database, utc_now
+
+SCOPES = ("read", "write")
+PREFIX = "ap_"
+_CACHE_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: a token id with its scopes, or anonymous (id '')."""
+
+    token_id: str
+    scopes: frozenset[str]
+
+
+ANONYMOUS = Principal("", frozenset())
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_token(db: Database, name: str, scopes: list[str]) -> tuple[str, str]:
+    """Store a new token; returns (token id, the token itself, shown once)."""
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown or not scopes:
+        from search import SpecError
+
+        raise SpecError("--scope", f"{', '.join(unknown) or 'nothing'} is not a scope", "use read or write")
+    if "write" in scopes and "read" not in scopes:
+        scopes = [*scopes, "read"]  # a writer can read what it wrote
+    token = PREFIX + secrets.token_urlsafe(32)
+    token_id = secrets.token_hex(8)
+    with db.session() as s:
+        s.add(ApiToken(id=token_id, name=name, token_hash=hash_token(token), scopes=" ".join(sorted(set(scopes)))))
+    return token_id, token
+
+
+def revoke_token(db: Database, token_id: str) -> bool:
+    with db.session() as s:
+        res = s.execute(update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))
+                        .values(revoked_at=utc_now()).execution_options(synchronize_session=False))
+        return res.rowcount == 1  # type: ignore[attr-defined]
+
+
+class TokenCache:
+    """token hash -> (Principal or None, expiry), so hot paths skip the database."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[Principal | None, float]] = {}
+
+    def lookup(self, db: Database, token: str) -> Principal | None:
+        digest = hash_token(token)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._entries.get(digest)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        with db.session() as s:
+            row = s.execute(select(ApiToken).where(ApiToken.token_hash == digest)).scalar_one_or_none()
+            principal = None
+            if row is not None and row.revoked_at is None:
+                principal = Principal(row.id, frozenset(row.scopes.split()))
+                row.last_used_at = utc_now()
+        with self._lock:
+            if len(self._entries) > 10_000:
+                self._entries.clear()
+            self._entries[digest] = (principal, now + _CACHE_S)
+        return principal
+
+
+_WWW = {"WWW-Authenticate": "Bearer"}
+
+
+def authenticate(db: Database, cache: TokenCache, authorization: str | None, scope: str, open_reads: bool) -> Principal:
+    """The caller, or ApiError 401/403 saying what to do."""
+    if not authorization:
+        if scope == "read" and open_reads:
+            return ANONYMOUS
+        raise ApiError(401, "Authorization", f"this endpoint needs a token with the {scope} scope",
+                       f"create one with `autopar token create --scope {scope}` and send "
+                       "'Authorization: Bearer <token>'", _WWW)
+    kind, _, token = authorization.partition(" ")
+    if kind.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "Authorization", "not a bearer token", "send 'Authorization: Bearer <token>'", _WWW)
+    principal = cache.lookup(db, token.strip())
+    if principal is None:
+        raise ApiError(401, "Authorization", "unknown or revoked token",
+                       "create a new one with `autopar token create`", _WWW)
+    if scope not in principal.scopes:
+        raise ApiError(403, "Authorization", f"the token's scopes ({' '.join(sorted(principal.scopes))}) "
+                       f"do not include {scope}", f"create a token with `autopar token create --scope {scope}`")
+    return principal

@@ -1,0 +1,101 @@
+"""Error answers. Every 4xx body is ``{"detail": [{"field", "msg", "fix", "loc", "type"}]}``:
+``field`` names what to change (a dotted request path, a header or a spec field) and ``fix``
+says how, so a CI log line is enough to correct the call."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from search import AutoparError, SpecError, UnknownPresetError
+
+# pydantic error type -> how to fix it
+_FIXES = {
+    "missing": "add this field",
+    "extra_forbidden": "remove this field (see the schema at /openapi.json)",
+    "int_type": "give an integer", "int_parsing": "give an integer", "int_from_float": "give a whole number",
+    "float_type": "give a number", "float_parsing": "give a number", "bool_type": "give true or false",
+    "bool_parsing": "give true or false", "string_type": "give a string",
+    "literal_error": "use one of the listed values",
+    "greater_than": "give a larger value", "greater_than_equal": "give a larger value",
+    "less_than": "give a smaller value", "less_than_equal": "give a smaller value",
+    "string_too_long": "give a shorter string", "string_too_short": "give a longer string",
+    "model_type": "give a JSON object", "dict_type": "give a JSON object", "list_type": "give a JSON array",
+    "json_invalid": "send valid JSON with Content-Type: application/json",
+    "finite_number": "give a finite number", "union_tag_invalid": "use one of the listed values",
+}
+
+
+class ApiError(Exception):
+    """An error with its HTTP status, the field to change and the fix."""
+
+    def __init__(self, status: int, field: str, msg: str, fix: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(f"{field}: {msg}; {fix}")
+        self.status, self.field, self.msg, self.fix, self.headers = status, field, msg, fix, headers
+
+
+def detail(field: str, msg: str, fix: str, kind: str, loc: list[Any] | None = None) -> dict[str, Any]:
+    return {"field": field, "msg": msg, "fix": fix, "type": kind, "loc": loc if loc is not None else [field]}
+
+
+def error_body(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"detail": items}
+
+
+def _validation(_: Request, exc: Exception) -> JSONResponse:
+    exc = cast(RequestValidationError, exc)
+    items = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ())]
+        path = [p for p in loc if p not in ("body", "query", "path", "header")]
+        field = ".".join(path) or (loc[0] if loc else "body")
+        kind = str(err.get("type", "value_error"))
+        fix = _FIXES.get(kind, "see the schema at /openapi.json")
+        ctx = err.get("ctx") or {}
+        if kind == "literal_error" and "expected" in ctx:
+            fix = f"use one of: {ctx['expected']}"
+        elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal") and ctx:
+            fix = f"give a value {err.get('msg', '').split('should be ', 1)[-1]}"
+        items.append(detail(field, str(err.get("msg", "invalid")), fix, kind, loc))
+    return JSONResponse(error_body(items), status_code=422)
+
+
+def _spec(_: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, SpecError):
+        body = detail(exc.field, exc.problem, exc.fix, "spec_error")
+    elif isinstance(exc, UnknownPresetError):
+        body = detail(exc.kind, f"unknown {exc.kind} preset {exc.name!r}",
+                      f"choose one of: {', '.join(exc.known)} (GET /v1/presets/{exc.kind}s)", "unknown_preset")
+    else:
+        body = detail("request", str(exc), "see the schema at /openapi.json", "autopar_error")
+    return JSONResponse(error_body([body]), status_code=422)
+
+
+def _api(_: Request, exc: Exception) -> JSONResponse:
+    exc = cast(ApiError, exc)
+    kind = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict", 413: "too_large"}.get(
+        exc.status, "error")
+    return JSONResponse(error_body([detail(exc.field, exc.msg, exc.fix, kind)]), status_code=exc.status,
+                        headers=exc.headers)
+
+
+def _http(_: Request, exc: Exception) -> JSONResponse:
+    exc = cast(StarletteHTTPException, exc)
+    if exc.status_code == 404:
+        item = detail("path", "no such endpoint", "see /docs for the endpoints", "not_found")
+    elif exc.status_code == 405:
+        item = detail("method", "method not allowed on this endpoint", "see /docs for the methods", "method")
+    else:
+        item = detail("request", str(exc.detail), "see /docs", "http")
+    return JSONResponse(error_body([item]), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(AutoparError, _spec)
+    app.add_exception_handler(ApiError, _api)
+    app.add_exception_handler(StarletteHTTPException, _http)

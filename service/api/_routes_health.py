@@ -1,0 +1,7 @@
+"""Routes: health."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()

@@ -1,0 +1,7 @@
+"""Routes: profiles."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()

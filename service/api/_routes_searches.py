@@ -1,0 +1,7 @@
+"""Routes: searches."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()

@@ -1,0 +1,62 @@
+"""Turn request bodies into search specs; every problem is a SpecError (-> 422 naming the field)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from search import (
+    ClusterSpec,
+    GPUSpec,
+    HardwareProfile,
+    ModelSpec,
+    NodeSpec,
+    ParallelConfig,
+    SpecError,
+    apply_profile,
+    cluster_preset,
+    model_preset,
+)
+from service.api._schemas import ClusterIn, ConfigIn, ModelIn
+from service.store import Database, Profile
+
+
+def model_spec(m: ModelIn) -> ModelSpec:
+    if m.preset is not None:
+        return model_preset(m.preset)
+    if m.shape is None:  # the schema's validator makes this unreachable
+        raise SpecError("model", "neither preset nor shape", "give one")
+    return ModelSpec(**m.shape.model_dump())
+
+
+def load_profile(db: Database, profile_id: str) -> HardwareProfile:
+    with db.session() as s:
+        body = s.execute(select(Profile.body).where(Profile.id == profile_id)).scalar_one_or_none()
+    if body is None:
+        raise SpecError("cluster.profile_id", f"no stored profile {profile_id!r}",
+                        "upload it first (POST /v1/profiles or `autopar profile --upload`), or drop profile_id")
+    return HardwareProfile.from_dict(body)
+
+
+def cluster_spec(c: ClusterIn, db: Database) -> tuple[ClusterSpec, tuple[str, ...]]:
+    """The cluster and the notes of applying its profile (figures the profile did not measure)."""
+    if c.preset is not None:
+        cluster = cluster_preset(c.preset, c.nodes)
+    else:
+        if c.gpu is None or c.node is None:
+            raise SpecError("cluster", "custom clusters need gpu and node", "give both")
+        cluster = ClusterSpec(gpu=GPUSpec(**c.gpu.model_dump()), node=NodeSpec(**c.node.model_dump()),
+                              num_nodes=c.nodes, name=f"{c.gpu.name}x{c.node.gpus_per_node}")
+    if c.profile_id is None:
+        return cluster, ()
+    return apply_profile(cluster, load_profile(db, c.profile_id))
+
+
+def parallel_config(c: ConfigIn, world_size: int) -> ParallelConfig:
+    data = c.model_dump()
+    if data["dp"] is None:
+        mp = c.tp * c.pp * c.cp
+        if world_size % mp:
+            raise SpecError("config.dp", f"tp*pp*cp = {mp} does not divide the cluster's {world_size} GPUs",
+                            "choose degrees whose product divides the GPU count, or give dp")
+        data["dp"] = world_size // mp
+    return ParallelConfig(**data)

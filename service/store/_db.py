@@ -1,0 +1,167 @@
+"""Where the service's database lives, its engine, sessions and migrations.
+
+The embedded default is a SQLite file, ``autopar.db`` in the data directory
+(``AUTOPAR_DATA_DIR``, else ``$XDG_DATA_HOME/autopar``, else ``~/.local/share/autopar``).
+``AUTOPAR_DATABASE_URL`` (``postgresql+psycopg://user@host/db`` or ``sqlite:///path``) replaces
+it. The schema is created and changed only by the Alembic migrations in ``migrations/``.
+
+SQLite runs in WAL mode with a busy timeout, so the API process and worker processes can share
+the file; foreign keys are enforced on both databases.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.orm import Session, sessionmaker
+
+from search import SpecError
+
+URL_ENV = "AUTOPAR_DATABASE_URL"
+DATA_DIR_ENV = "AUTOPAR_DATA_DIR"
+_DIALECTS = ("sqlite", "postgresql")
+
+
+def data_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """The directory of the embedded database (and other service state)."""
+    if env.get(DATA_DIR_ENV):
+        return Path(env[DATA_DIR_ENV]).expanduser()
+    base = Path(env["XDG_DATA_HOME"]).expanduser() if env.get("XDG_DATA_HOME") else Path.home() / ".local" / "share"
+    return base / "autopar"
+
+
+def database_url(env: Mapping[str, str] = os.environ) -> str:
+    """``AUTOPAR_DATABASE_URL``, or the SQLite file in :func:`data_dir`."""
+    url = env.get(URL_ENV, "").strip()
+    if url:
+        return url
+    return f"sqlite:///{data_dir(env) / 'autopar.db'}"
+
+
+def check_url(url: str) -> str:
+    """The URL's dialect (``sqlite`` or ``postgresql``), or a SpecError saying what to give."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise SpecError(URL_ENV, f"{url!r} is not a database URL",
+                        "use postgresql+psycopg://USER@HOST:5432/DB or sqlite:///PATH") from None
+    dialect = parsed.get_backend_name()
+    if dialect not in _DIALECTS:
+        raise SpecError(URL_ENV, f"the {dialect!r} database is not supported",
+                        "use postgresql+psycopg://USER@HOST:5432/DB or sqlite:///PATH")
+    if dialect == "postgresql" and parsed.get_driver_name() not in ("psycopg", "psycopg2"):
+        raise SpecError(URL_ENV, f"driver {parsed.get_driver_name()!r} is not installed with autopar",
+                        "use postgresql+psycopg://... (pip install 'autopar[postgres]')")
+    return dialect
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; a SQLite file's directory is created on first use."""
+    dialect = check_url(url)
+    if dialect == "sqlite":
+        database = make_url(url).database
+        if database and database != ":memory:":
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def alembic_config(url: str) -> Any:
+    """The Alembic config of ``migrations/`` for ``url`` (built in code: no alembic.ini)."""
+    from alembic.config import Config
+
+    import migrations
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest migration."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    if head is None:
+        raise RuntimeError("migrations/ has no revisions")
+    return head
+
+
+class Database:
+    """One database: its URL, engine and session factory."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or database_url()
+        self.dialect = check_url(self.url)
+        self.engine = make_engine(self.url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session committed when the block ends normally, rolled back otherwise."""
+        with self._sessions() as s:
+            try:
+                yield s
+                s.commit()
+            except BaseException:
+                s.rollback()
+                raise
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Apply migrations up to ``revision``."""
+        from alembic import command
+
+        with self.engine.begin() as conn:
+            cfg = alembic_config(self.url)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+
+    def downgrade(self, revision: str) -> None:
+        """Revert migrations down to ``revision`` (``base`` removes every table)."""
+        from alembic import command
+
+        with self.engine.begin() as conn:
+            cfg = alembic_config(self.url)
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, revision)
+
+    def current_revision(self) -> str | None:
+        """The revision the database is at, None before the first migration."""
+        from alembic.runtime.migration import MigrationContext
+
+        with self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    def require_current(self) -> None:
+        """Raise unless the schema is at the newest migration (what the code expects)."""
+        current, head = self.current_revision(), head_revision()
+        if current != head:
+            raise SpecError(URL_ENV, f"the database {self.safe_url} is at revision {current or 'none'}, "
+                            f"this autopar expects {head}", "run `autopar db upgrade` (or start `autopar serve`)")
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password hidden, for messages and logs."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,145 @@
+"""The service's tables (SQLAlchemy 2 declarative). The schema itself exists only through the
+Alembic migrations in ``migrations/``; these classes must match them (a test compares them).
+
+Times are timezone-aware UTC. JSON bodies (requests, configurations, predictions, profiles) are
+stored as JSON so a stored row can be served again without recomputation.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSON, list[Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+class Profile(Base):
+    """A hardware profile as ``autopar profile`` wrote it (search.HardwareProfile JSON)."""
+
+    __tablename__ = "profiles"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    schema_version: Mapped[int] = mapped_column(Integer)
+    gpu_name: Mapped[str] = mapped_column(String(200))
+    gpus_per_node: Mapped[int] = mapped_column(Integer)
+    fingerprint: Mapped[str] = mapped_column(String(200))
+    measured_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    body: Mapped[dict[str, Any]] = mapped_column()
+
+
+class Search(Base):
+    """One search request, its queue state and its result summary (ranked rows in SearchConfig)."""
+
+    __tablename__ = "searches"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64), index=True)
+    request: Mapped[dict[str, Any]] = mapped_column()
+    model_name: Mapped[str] = mapped_column(String(200), index=True)
+    cluster_name: Mapped[str] = mapped_column(String(200), index=True)
+    num_nodes: Mapped[int] = mapped_column(Integer)
+    framework: Mapped[str] = mapped_column(String(40))
+    objective: Mapped[str] = mapped_column(String(40))
+    profile_id: Mapped[str | None] = mapped_column(ForeignKey("profiles.id", ondelete="RESTRICT"), nullable=True)
+    autopar_version: Mapped[str] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    """queued | running | done | failed | cancelled"""
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    started_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    worker_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    claim_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    """Set on each claim; every later write of the worker must match it (fencing)."""
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    space_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    n_valid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    n_feasible: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    n_evaluated: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    exhaustive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    search_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Seconds the search itself took (search.SearchResult.elapsed_s)."""
+    hints: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    pareto_ranks: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    pareto: Mapped[list[Any] | None] = mapped_column(nullable=True)
+
+    __table_args__ = (Index("ix_searches_status_created", "status", "created_at"),)
+
+
+class SearchConfig(Base):
+    """One ranked configuration of a finished search."""
+
+    __tablename__ = "search_configs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    search_id: Mapped[str] = mapped_column(ForeignKey("searches.id", ondelete="CASCADE"))
+    rank: Mapped[int] = mapped_column(Integer)
+    framework: Mapped[str] = mapped_column(String(40))
+    config: Mapped[dict[str, Any]] = mapped_column()
+    prediction: Mapped[dict[str, Any]] = mapped_column()
+    score: Mapped[float] = mapped_column(Float)
+    explanation: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (UniqueConstraint("search_id", "rank", name="uq_search_configs_search_rank"),)
+
+
+class Run(Base):
+    """A measured training run, stored with what the model predicted for it (for calibration)."""
+
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    search_id: Mapped[str | None] = mapped_column(ForeignKey("searches.id", ondelete="SET NULL"), nullable=True,
+                                                  index=True)
+    rank: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    profile_id: Mapped[str | None] = mapped_column(ForeignKey("profiles.id", ondelete="RESTRICT"), nullable=True)
+    request: Mapped[dict[str, Any]] = mapped_column()
+    """Model, cluster, training and configuration as sent."""
+    iteration_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    peak_memory_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    oom: Mapped[bool] = mapped_column(Boolean, default=False)
+    predicted_iteration_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    predicted_peak_memory_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    predicted_fits: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    autopar_version: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+
+class ApiToken(Base):
+    """An API token: only its SHA-256 is stored; the token itself is shown once at creation."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[str] = mapped_column(String(100))
+    """Space-separated: read, write."""
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    last_used_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class IdempotencyKey(Base):
+    """A POST answered under an ``Idempotency-Key``: the same key and body get the same answer."""
+
+    __tablename__ = "idempotency_keys"
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    principal: Mapped[str] = mapped_column(String(32), primary_key=True)
+    """The token id that sent it ('' without a token), so keys of different callers never collide."""
+    method: Mapped[str] = mapped_column(String(10))
+    path: Mapped[str] = mapped_column(String(500))
+    body_hash: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int] = mapped_column(Integer)
+    response: Mapped[dict[str, Any]] = mapped_column()
+    location: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)

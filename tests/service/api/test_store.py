@@ -1,0 +1,68 @@
+"""The schema exists only through the migrations: up and down on SQLite and PostgreSQL, and the
+migrated schema equals the ORM tables."""
+
+from __future__ import annotations
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+
+from search import SpecError
+from service.store import Base, Database, data_dir, database_url, head_revision
+
+TABLES = {"profiles", "searches", "search_configs", "runs", "api_tokens", "idempotency_keys"}
+
+
+def test_migrations_up_down_up(db_url: str) -> None:
+    db = Database(db_url)
+    try:
+        assert db.current_revision() is None
+        db.upgrade()
+        assert db.current_revision() == head_revision()
+        assert set(inspect(db.engine).get_table_names()) >= TABLES
+        db.downgrade("base")
+        assert db.current_revision() is None
+        assert not TABLES & set(inspect(db.engine).get_table_names())
+        db.upgrade()
+        assert db.current_revision() == head_revision()
+    finally:
+        db.dispose()
+
+
+def test_migrated_schema_matches_the_orm_tables(db_url: str) -> None:
+    db = Database(db_url)
+    try:
+        db.upgrade()
+        with db.engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+        assert diff == []
+    finally:
+        db.dispose()
+
+
+def test_require_current_says_to_upgrade(sqlite_url: str) -> None:
+    db = Database(sqlite_url)
+    with pytest.raises(SpecError, match="autopar db upgrade"):
+        db.require_current()
+    db.upgrade()
+    db.require_current()
+    db.dispose()
+
+
+def test_default_url_is_a_sqlite_file_in_the_data_dir(tmp_path: object) -> None:
+    env = {"AUTOPAR_DATA_DIR": "/srv/autopar"}
+    assert database_url(env) == "sqlite:////srv/autopar/autopar.db"
+    assert str(data_dir({"XDG_DATA_HOME": "/x"})) == "/x/autopar"
+    assert database_url({"AUTOPAR_DATABASE_URL": "postgresql+psycopg://u@h/d"}) == "postgresql+psycopg://u@h/d"
+
+
+@pytest.mark.parametrize(("url", "needle"), [
+    ("mysql://root@localhost/x", "not supported"),
+    ("not a url", "not a database URL"),
+    ("postgresql+asyncpg://u@h/d", "driver"),
+])
+def test_bad_database_urls_say_what_to_use(url: str, needle: str) -> None:
+    with pytest.raises(SpecError, match=needle) as err:
+        Database(url)
+    assert err.value.field == "AUTOPAR_DATABASE_URL"
