@@ -15,9 +15,9 @@ from pathlib import Path
 
 from search import SearchResult, SpecError, TrainingSpec
 from service._spec_files import parse_choices
+from service.launch._targets import LAUNCH_TARGETS
 
-EMIT_TARGETS = ("deepspeed", "megatron", "megatron-deepspeed", "torchtitan", "torchrun", "deepspeed-launcher",
-                "slurm")
+EMIT_TARGETS = LAUNCH_TARGETS
 
 
 def add_emit_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,17 +40,7 @@ def parse_targets(text: str) -> tuple[str, ...]:
 def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model: object) -> None:
     """Write the files of ``--rank`` for each ``--emit`` target into ``--out`` and print the commands."""
     from search import ClusterSpec, ModelSpec
-    from service.launch import (
-        LaunchRequest,
-        deepspeed_launcher,
-        emit_deepspeed,
-        emit_megatron,
-        emit_megatron_deepspeed,
-        megatron_args,
-        megatron_deepspeed_args,
-        slurm,
-        torchrun,
-    )
+    from service.launch import LaunchRequest, emit_target
 
     targets = parse_targets(args.emit)
     if not result.top:
@@ -67,27 +57,9 @@ def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model:
     training = TrainingSpec(args.global_batch, args.precision, framework=chosen.framework)  # type: ignore[arg-type]
     request = LaunchRequest(model=model, cluster=cluster, config=chosen.config, training=training, hosts=hosts,
                             train_script=args.train_script, profile=cluster.profile)
-    script_args: list[str] = []
-    if chosen.framework == "deepspeed":
-        script_args = ["--deepspeed", "--deepspeed_config", "ds_config.json"]
-    elif chosen.framework == "megatron-deepspeed":
-        script_args = megatron_deepspeed_args(request)
-    elif chosen.framework == "megatron":
-        script_args = megatron_args(request)
     args.out.mkdir(parents=True, exist_ok=True)
     for target in targets:
-        if target == "deepspeed":
-            files = emit_deepspeed(request)
-        elif target == "megatron":
-            files = emit_megatron(request)
-        elif target == "megatron-deepspeed":
-            files = emit_megatron_deepspeed(request)
-        elif target == "torchrun":
-            files = torchrun(request, script_args)
-        elif target == "deepspeed-launcher":
-            files = deepspeed_launcher(request, script_args)
-        else:
-            files = slurm(request, script_args)
+        files = emit_target(request, target)
         for name, text in files.files.items():
             path = args.out / name
             path.write_text(text)

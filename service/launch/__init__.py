@@ -14,8 +14,10 @@ from service.launch._megatron_deepspeed import (
     megatron_deepspeed_args,
 )
 from service.launch._shell import command, export_lines, quote
+from service.launch._targets import LAUNCH_TARGETS, emit_target, script_args
 
 __all__ = [
+    "LAUNCH_TARGETS",
     "LaunchFiles",
     "LaunchRequest",
     "check_ds_config",
@@ -27,11 +29,13 @@ __all__ = [
     "emit_deepspeed",
     "emit_megatron",
     "emit_megatron_deepspeed",
+    "emit_target",
     "export_lines",
     "framework_env",
     "megatron_args",
     "megatron_deepspeed_args",
     "quote",
+    "script_args",
     "slurm",
     "torchrun",
 ]
