@@ -32,7 +32,9 @@ pp > 1, and fsdp's stages and offloads:
   and no interleaved schedule in DeepSpeed's PipelineEngine, so cp = vp = 1. With pp > 1 the
   PipelineEngine asserts zero < 2 (``deepspeed/runtime/pipe/engine.py:77``, sec. 1.8) and we
   allow no offload; with pp = 1 DeepSpeed's rules above.
-* fsdp (torchtitan FSDP2, sec. 7): TP, PP, VP (interleaved schedules), SP, CP. zero 2 =
+* fsdp (torchtitan FSDP2, sec. 7): TP, PP, VP (interleaved schedules), SP, CP; with pp > 1 only
+  micro-batch counts torch's pipeline schedules run (1F1B: at least pp; Interleaved1F1B: a
+  whole number per round). zero 2 =
   reshard_after_forward=False (SHARD_GRAD_OP), 3 = FULL_SHARD. Offload only as
   ``CPUOffloadPolicy`` (``training.enable_cpu_offload``): parameters, gradients and the
   optimizer step move to CPU together, so (cpu, cpu) with zero 3, else (none, none).
@@ -152,6 +154,16 @@ def _runs(runtime: Framework, tp: int, pp: int, cp: int, vp: int) -> bool:
     return True  # megatron, fsdp: TP, PP, VP, SP, CP
 
 
+def _torch_schedule_runs(n_micro: int, pp: int, vp: int) -> bool:
+    """Whether torch.distributed.pipelining (torchtitan's pipeline) runs ``n_micro`` micro-batches
+    per step on ``pp`` stages: 1F1B needs at least ``pp`` of them; Interleaved1F1B splits them
+    into ``n_micro // pp`` rounds and needs a whole number of micro-batches per round
+    (torch 2.13 ``distributed/pipelining/schedules.py``; refusals seen through torchtitan 0.3.0)."""
+    if vp == 1:
+        return n_micro >= pp
+    return n_micro % max(1, n_micro // pp) == 0
+
+
 @cache
 def _labelled_policies(
     runtimes: tuple[Framework, ...], pipelined: bool, sharded: bool
@@ -238,6 +250,9 @@ def enumerate_space(
                                 for mb in micro:
                                     config = ParallelConfig.trusted(dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc)
                                     for runtime in labels:
+                                        if runtime == "fsdp" and pp > 1 and not _torch_schedule_runs(
+                                                per_rank // mb, pp, vp):
+                                            continue
                                         candidates.append(Candidate(runtime, config))
 
     n_micro = len(mbs) if mbs is not None else len(_divisors(global_batch))

@@ -59,7 +59,7 @@ def emit(result: SearchResult, args: argparse.Namespace, cluster: object, model:
                             train_script=args.train_script, profile=cluster.profile)
     args.out.mkdir(parents=True, exist_ok=True)
     for target in targets:
-        files = emit_target(request, target)
+        files = emit_target(request, target, launch_dir=str(args.out.resolve()))
         for name, text in files.files.items():
             path = args.out / name
             path.write_text(text)

@@ -15,6 +15,7 @@ from service.launch._megatron_deepspeed import (
 )
 from service.launch._shell import command, export_lines, quote
 from service.launch._targets import LAUNCH_TARGETS, emit_target, script_args
+from service.launch._torchtitan import emit_torchtitan, torchtitan_config
 
 __all__ = [
     "LAUNCH_TARGETS",
@@ -30,6 +31,7 @@ __all__ = [
     "emit_megatron",
     "emit_megatron_deepspeed",
     "emit_target",
+    "emit_torchtitan",
     "export_lines",
     "framework_env",
     "megatron_args",
@@ -38,4 +40,5 @@ __all__ = [
     "script_args",
     "slurm",
     "torchrun",
+    "torchtitan_config",
 ]

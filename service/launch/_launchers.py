@@ -1,8 +1,11 @@
 """Launchers: torchrun (c10d rendezvous), the deepspeed launcher with a hostfile, a Slurm sbatch script.
 
-Facts from ``shared/reference/frameworks.md`` §9. Every value taken from the request (host
-names, job name, train script, script arguments) is quoted with :func:`quote`. Values that
-land somewhere a shell quote does not protect are refused instead:
+Facts from ``shared/reference/frameworks.md`` §9. torchrun and Slurm run either the request's
+train script or, given ``module=``, a Python module (``torchrun ... -m MODULE args``, like
+``python -m``; torchtitan's entry point is ``-m torchtitan.train``), with optional extra
+environment (``env=``) exported after the framework's own. Every value taken from the request
+(host names, job name, train script, module, script arguments, environment) is quoted with
+:func:`quote`. Values that land somewhere a shell quote does not protect are refused instead:
 
 * comment lines (the per-node notes) carry host names JSON-escaped, so a newline cannot end
   the comment and start a command;
@@ -16,27 +19,36 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from search import SpecError
 
 from ._base import LaunchFiles, LaunchRequest
 from ._shell import command, export_lines, quote
 
-_MEGATRON_RUNTIMES = ("megatron", "megatron-deepspeed")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def framework_env(request: LaunchRequest) -> dict[str, str]:
-    """Environment the framework needs.
+    """Environment the framework needs (no NCCL settings by default).
 
-    Megatron's tensor-parallel communication overlap needs ``CUDA_DEVICE_MAX_CONNECTIONS=1``
-    (one hardware queue, so kernels are scheduled in issue order). No NCCL settings by default.
+    ``CUDA_DEVICE_MAX_CONNECTIONS`` (one hardware queue, so kernels run in issue order and TP/CP
+    communication overlaps as scheduled). Megatron-LM 0.19.2 ``validate_args`` asserts it is 1
+    when tp > 1 or cp > 1 on GPUs before Blackwell, and asserts it is *not* 1 with Megatron-FSDP
+    ("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset"), so for Megatron-FSDP (our ZeRO-2/3
+    for Megatron) it is set to CUDA's default of 8 explicitly, overriding a cluster-wide 1.
+    Megatron-DeepSpeed raises without it when sequence parallelism is on (tp > 1).
     """
-    env: dict[str, str] = {}
-    if request.training.framework in _MEGATRON_RUNTIMES and request.config.tp > 1:
-        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
-    return env
+    c, framework = request.config, request.training.framework
+    if framework == "megatron":
+        if c.zero_stage >= 2:
+            return {"CUDA_DEVICE_MAX_CONNECTIONS": "8"}
+        if c.tp > 1 or c.cp > 1:
+            return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    if framework == "megatron-deepspeed" and c.tp > 1:
+        return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    return {}
 
 
 def _hosts(request: LaunchRequest) -> tuple[str, ...]:
@@ -53,14 +65,21 @@ def _master_addr(request: LaunchRequest) -> str:
     return request.master_addr or _hosts(request)[0]
 
 
-def _script_argv(request: LaunchRequest, script_args: Sequence[str]) -> list[str]:
+def _script_argv(request: LaunchRequest, script_args: Sequence[str], module: str | None = None) -> list[str]:
+    """``train_script args``, or ``-m module args`` when a module is given."""
+    if module is not None:
+        return ["-m", module, *script_args]
     return [request.train_script, *script_args]
 
 
-def _check_quotable(request: LaunchRequest, script_args: Sequence[str]) -> None:
-    """Refuse NUL in any request value, naming its field."""
+def _check_quotable(request: LaunchRequest, script_args: Sequence[str], module: str | None = None) -> None:
+    """Refuse NUL in any request value, naming its field, and a module that is no dotted Python name."""
     quote(request.job_name, "LaunchRequest.job_name")
-    quote(request.train_script, "LaunchRequest.train_script")
+    if module is None:
+        quote(request.train_script, "LaunchRequest.train_script")
+    elif not isinstance(module, str) or _MODULE.fullmatch(module) is None:
+        raise SpecError("module", f"{module!r} is not a dotted Python module name",
+                        "give a module importable on every node, e.g. 'torchtitan.train'")
     quote(request.master_addr, "LaunchRequest.master_addr")
     for host in request.hosts:
         quote(host, "LaunchRequest.hosts")
@@ -68,31 +87,44 @@ def _check_quotable(request: LaunchRequest, script_args: Sequence[str]) -> None:
         quote(arg, "script_args")
 
 
-def torchrun_argv(request: LaunchRequest, script_args: Sequence[str]) -> list[str]:
-    """The torchrun argv for a multi-node c10d rendezvous (the same on every node)."""
-    _check_quotable(request, script_args)
+def _launch_env(request: LaunchRequest, env: Mapping[str, str] | None) -> dict[str, str]:
+    """The framework's environment, then ``env`` (which wins on a shared name)."""
+    return {**framework_env(request), **(env or {})}
+
+
+def torchrun_argv(request: LaunchRequest, script_args: Sequence[str], *, module: str | None = None) -> list[str]:
+    """The torchrun argv for a multi-node c10d rendezvous (the same on every node).
+
+    With ``module`` torchrun runs ``-m module`` (``python -m`` semantics) instead of the train script.
+    """
+    _check_quotable(request, script_args, module)
     return ["torchrun",
             "--nnodes", str(request.cluster.num_nodes),
             "--nproc-per-node", str(request.cluster.node.gpus_per_node),
             "--rdzv-id", request.job_name,
             "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"{_master_addr(request)}:{request.master_port}",
-            *_script_argv(request, script_args)]
+            *_script_argv(request, script_args, module)]
 
 
-def torchrun(request: LaunchRequest, script_args: Sequence[str]) -> LaunchFiles:
-    """``launch_torchrun.sh``: the exports and the torchrun line, to run on every node."""
-    argv = torchrun_argv(request, script_args)
-    env = framework_env(request)
+def torchrun(request: LaunchRequest, script_args: Sequence[str], *, module: str | None = None,
+             env: Mapping[str, str] | None = None) -> LaunchFiles:
+    """``launch_torchrun.sh``: the exports and the torchrun line, to run on every node.
+
+    ``module``: run ``-m module`` instead of the train script; ``env``: exported after the
+    framework's environment (e.g. ``PYTHONPATH`` for a config module).
+    """
+    argv = torchrun_argv(request, script_args, module=module)
+    exports = _launch_env(request, env)
     line = command(argv)
     notes = "".join(f"# node {i}: {json.dumps(host)}\n" for i, host in enumerate(_hosts(request)))
     script = ("#!/bin/bash\n"
               "# Run this same script on every node; c10d rendezvous assigns the ranks.\n"
               f"{notes}"
               "set -euo pipefail\n"
-              f"{export_lines(env)}"
+              f"{export_lines(exports)}"
               f"{line}\n")
-    return LaunchFiles(files={"launch_torchrun.sh": script}, command=line, env=env)
+    return LaunchFiles(files={"launch_torchrun.sh": script}, command=line, env=exports)
 
 
 def deepspeed_argv(request: LaunchRequest, script_args: Sequence[str]) -> list[str]:
@@ -119,21 +151,23 @@ def deepspeed_launcher(request: LaunchRequest, script_args: Sequence[str]) -> La
     return LaunchFiles(files={"hostfile": "".join(lines)}, command=command(argv), env=framework_env(request))
 
 
-def slurm(request: LaunchRequest, script_args: Sequence[str]) -> LaunchFiles:
+def slurm(request: LaunchRequest, script_args: Sequence[str], *, module: str | None = None,
+          env: Mapping[str, str] | None = None) -> LaunchFiles:
     """``job.sbatch``: one task per node, each running torchrun with a c10d rendezvous on the first node.
 
     ``$SLURM_JOB_NODELIST``, ``$SLURM_NNODES``, ``$SLURM_JOB_ID`` and ``$MASTER_ADDR`` are left
     to the shell on purpose (in double quotes): Slurm sets them when the job runs. Every value
-    from the request is single-quoted.
+    from the request is single-quoted. ``module`` and ``env`` as for :func:`torchrun` (srun
+    passes the exported environment on to the tasks).
     """
-    _check_quotable(request, script_args)
+    _check_quotable(request, script_args, module)
     if _CONTROL.search(request.job_name):
         raise SpecError("LaunchRequest.job_name", f"{request.job_name!r} contains a control character "
                         "(e.g. a newline), which would end the #SBATCH directive",
                         "use a job name without control characters")
     gpn = request.cluster.node.gpus_per_node
-    env = framework_env(request)
-    run = command(_script_argv(request, script_args))
+    exports = _launch_env(request, env)
+    run = command(_script_argv(request, script_args, module))
     script = ("#!/bin/bash\n"
               f"#SBATCH --job-name={quote(request.job_name, 'LaunchRequest.job_name')}\n"
               f"#SBATCH --nodes={request.cluster.num_nodes}\n"
@@ -141,7 +175,7 @@ def slurm(request: LaunchRequest, script_args: Sequence[str]) -> LaunchFiles:
               f"#SBATCH --gpus-per-node={gpn}\n"
               "#SBATCH --exclusive\n"
               "set -euo pipefail\n"
-              f"{export_lines(env)}"
+              f"{export_lines(exports)}"
               '# Slurm variables below are expanded by the shell at run time, on purpose.\n'
               '# First node of the allocation; sed reads all input (head -n 1 would exit early and,\n'
               '# under pipefail, the SIGPIPE of scontrol would fail the job with status 141).\n'
@@ -149,4 +183,4 @@ def slurm(request: LaunchRequest, script_args: Sequence[str]) -> LaunchFiles:
               "export MASTER_ADDR\n"
               f'srun torchrun --nnodes "$SLURM_NNODES" --nproc-per-node {gpn} --rdzv-id "$SLURM_JOB_ID" '
               f'--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:{int(request.master_port)}" {run}\n')
-    return LaunchFiles(files={"job.sbatch": script}, command="sbatch job.sbatch", env=env)
+    return LaunchFiles(files={"job.sbatch": script}, command="sbatch job.sbatch", env=exports)

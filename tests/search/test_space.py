@@ -134,7 +134,7 @@ def test_a_configuration_several_runtimes_run_appears_once_per_runtime() -> None
 # ---------------------------------------------------------------- brute force over the raw product
 
 
-def issue_allows(runtime: str, c: ParallelConfig) -> bool:
+def issue_allows(runtime: str, c: ParallelConfig, batch: int) -> bool:
     """The runtime rules of the issue, written out independently of search._space."""
     offload = (c.offload_optimizer, c.offload_param)
     if runtime == "megatron":
@@ -143,6 +143,11 @@ def issue_allows(runtime: str, c: ParallelConfig) -> bool:
         return c.tp == c.pp == c.cp == 1
     if runtime == "megatron-deepspeed":
         return c.cp == 1 and c.vp == 1 and (c.pp == 1 or (c.zero_stage <= 1 and offload == ("none", "none")))
+    if c.pp > 1:  # torch.distributed.pipelining: 1F1B needs n >= pp; Interleaved1F1B whole rounds
+        n = batch // (c.dp * c.micro_batch)
+        rounds = max(1, n // c.pp)
+        if (c.vp == 1 and n < c.pp) or (c.vp > 1 and n % rounds):
+            return False
     return c.zero_stage in (2, 3) and (offload == ("none", "none") or (offload == ("cpu", "cpu") and c.zero_stage == 3))
 
 
@@ -167,7 +172,7 @@ def brute_force(model: ModelSpec, world: int, batch: int, target: str,
                     check_compatible(model, world, config, trainings[r])
                 except SpecError:
                     continue
-                if issue_allows(r, config):
+                if issue_allows(r, config, batch):
                     valid.add((r, config))
     kept: set[tuple[str, ParallelConfig]] = set()
     for label, c in valid:

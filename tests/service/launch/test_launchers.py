@@ -199,7 +199,9 @@ def test_slurm_no_injection(tmp_path: Path, job: str, script: str, args: list[st
             slurm(req, args)
         return
     text = slurm(req, args).files["job.sbatch"]
-    directives = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    # split("\n"), not splitlines(): bash ends lines only at \n, while splitlines also splits
+    # at \x85 and friends that a job name may legitimately contain.
+    directives = [line for line in text.split("\n") if line.startswith("#SBATCH")]
     assert len(directives) == 5
     assert shlex.split(directives[0][len("#SBATCH "):]) == [f"--job-name={job}"]
     argv = run_script(tmp_path, text)

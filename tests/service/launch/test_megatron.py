@@ -64,8 +64,13 @@ def test_enumerated_configs_emit_valid_args(req: LaunchRequest) -> None:
     assert ("--sequence-parallel" in argv) == c.sp
     assert ("--use-distributed-optimizer" in argv) == (c.zero_stage >= 1)
     assert ("--overlap-param-gather" in argv) == (c.zero_stage >= 1 and c.dp > 1)
-    if c.tp > 1:
+    # validate_args: 1 with tp/cp > 1, but Megatron-FSDP (zero >= 2) refuses 1.
+    if c.zero_stage >= 2:
+        assert out.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "8"}
+    elif c.tp > 1 or c.cp > 1:
         assert out.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    else:
+        assert out.env == {}
 
 
 BASE = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "8",
