@@ -10,8 +10,11 @@ profile without it. Ctrl-C stops the run and keeps what was measured.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -33,7 +36,9 @@ def add_profile_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--out", type=Path, default=Path("hardware-profile.json"), metavar="FILE",
                    help="where to write the profile (default: hardware-profile.json)")
     p.add_argument("--nvme-path", metavar="DIR", help="directory on the NVMe to benchmark (nvme section)")
-    p.add_argument("--upload", metavar="URL", help="also POST the profile as JSON to this URL (the service)")
+    p.add_argument("--upload", metavar="URL",
+                   help="also POST the profile to the service (http://HOST:PORT or its /v1/profiles URL), "
+                        f"with the token in ${TOKEN_ENV}")
     p.add_argument("--json", action="store_true", help="print the profile JSON instead of the summary table")
     p.set_defaults(handler=run)
 
@@ -43,13 +48,45 @@ def parse_sections(text: str) -> tuple[str, ...]:
     return parse_choices(text, SECTIONS, "--only", "a section")
 
 
-def upload(url: str, payload: str, timeout_s: float = 30.0) -> int:
-    """POST the profile JSON to ``url``; returns the HTTP status or raises SpecError with the cause."""
-    request = urllib.request.Request(url, data=payload.encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+TOKEN_ENV = "AUTOPAR_TOKEN"
+
+
+def upload_url(url: str) -> str:
+    """``url`` as given, or ``URL/v1/profiles`` when it names only the service (no path)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.path in ("", "/"):
+        return urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/v1/profiles", parts.query, ""))
+    return url
+
+
+def _server_error(exc: urllib.error.HTTPError, url: str) -> SpecError:
+    """The service's own ``{"detail": [{"field", "msg", "fix"}]}`` answer as a SpecError."""
+    try:
+        item = json.loads(exc.read() or b"{}")["detail"][0]
+        msg, fix = str(item["msg"]), str(item["fix"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        msg, fix = f"HTTP {exc.code} {exc.reason}", "check the service URL and its logs"
+    if exc.code == 401:
+        fix = (f"set {TOKEN_ENV} to a token with the write scope (`autopar token create --scope write` "
+               "on the service host)")
+    return SpecError("--upload", f"{url} refused the profile (HTTP {exc.code}): {msg}",
+                     f"{fix} (the profile is saved in --out either way)")
+
+
+def upload(url: str, payload: str, timeout_s: float = 30.0, token: str | None = None) -> tuple[int, str | None]:
+    """POST the profile JSON to ``url`` (a service base URL gets ``/v1/profiles``) with the
+    ``AUTOPAR_TOKEN`` bearer token; returns (HTTP status, Location) or raises SpecError with the cause."""
+    url = upload_url(url)
+    token = token if token is not None else os.environ.get(TOKEN_ENV, "").strip()
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=payload.encode(), method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return int(response.status)
+            return int(response.status), response.headers.get("Location")
+    except urllib.error.HTTPError as exc:
+        raise _server_error(exc, url) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise SpecError("--upload", f"could not POST the profile to {url}: {exc}",
                         "check the service URL (the profile is saved in --out either way)") from None
@@ -75,8 +112,9 @@ def run(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if args.upload:
-        status = upload(args.upload, text)
-        print(f"uploaded to {args.upload} (HTTP {status})", file=sys.stderr)
+        status, location = upload(args.upload, text)
+        where = f", stored as {location}" if location else ""
+        print(f"uploaded to {upload_url(args.upload)} (HTTP {status}{where})", file=sys.stderr)
     if result.interrupted:
         print("interrupted: the profile holds what was measured before Ctrl-C", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -35,6 +35,7 @@ from search._model_presets import MODEL_PRESETS
 from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
 from service._profile_cli import add_profile_parser
 from service._search_cli import add_search_parser
+from service._serve_cli import add_serve_parsers
 from service._spec_files import load_cluster, load_model
 
 PROG = "autopar"
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(handler=_presets)
     add_search_parser(sub)
     add_profile_parser(sub)
+    add_serve_parsers(sub)
     return parser
 
 

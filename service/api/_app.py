@@ -54,4 +54,5 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
                    _routes_runs):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)  # type: ignore[arg-type]
+    _routes_health.install(app)  # request metrics, the outermost middleware: the 413s above count too
     return app

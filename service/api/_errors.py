@@ -25,6 +25,7 @@ _FIXES = {
     "less_than": "give a smaller value", "less_than_equal": "give a smaller value",
     "string_too_long": "give a shorter string", "string_too_short": "give a longer string",
     "model_type": "give a JSON object", "dict_type": "give a JSON object", "list_type": "give a JSON array",
+    "model_attributes_type": "give a JSON object",
     "json_invalid": "send valid JSON with Content-Type: application/json",
     "finite_number": "give a finite number", "union_tag_invalid": "use one of the listed values",
 }
@@ -52,8 +53,9 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ())]
         path = [p for p in loc if p not in ("body", "query", "path", "header")]
-        field = ".".join(path) or (loc[0] if loc else "body")
         kind = str(err.get("type", "value_error"))
+        # json_invalid's loc is ["body", <character offset>]: the field is the body itself.
+        field = "body" if kind == "json_invalid" else ".".join(path) or (loc[0] if loc else "body")
         fix = _FIXES.get(kind, "see the schema at /openapi.json")
         ctx = err.get("ctx") or {}
         if kind == "literal_error" and "expected" in ctx:
@@ -87,6 +89,10 @@ def _http(_: Request, exc: Exception) -> JSONResponse:
     exc = cast(StarletteHTTPException, exc)
     if exc.status_code == 404:
         item = detail("path", "no such endpoint", "see /docs for the endpoints", "not_found")
+    elif exc.status_code == 400:  # FastAPI: "There was an error parsing the body"
+        item = detail("body", f"the body could not be read ({exc.detail})",
+                      "send a JSON body with Content-Type: application/json", "json_invalid")
+        return JSONResponse(error_body([item]), status_code=422)
     elif exc.status_code == 405:
         item = detail("method", "method not allowed on this endpoint", "see /docs for the methods", "method")
     else:

@@ -1,7 +1,98 @@
-"""Routes: predict."""
+"""Routes: predict one configuration (synchronous: a prediction takes milliseconds).
+
+:func:`evaluate` is also what a measured run is compared with (``_routes_runs``), so a run's
+stored prediction is the one this endpoint gives for the same body.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
 from fastapi import APIRouter
 
-router = APIRouter()
+from search import (
+    CLUSTER_PRESETS,
+    ClusterSpec,
+    ModelSpec,
+    ParallelConfig,
+    Prediction,
+    SpecError,
+    TrainingSpec,
+    UnknownPresetError,
+    predict,
+    staleness,
+)
+from service.api._resource_models import PredictIn, PredictOut, error_responses
+from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
+from service.api._search_request import request_field
+from service.api._specs import cluster_spec, model_spec, parallel_config
+from service.api._state import State, Writer
+from service.store import Database
+
+router = APIRouter(prefix="/v1", tags=["predict"])
+PROFILE_MAX_AGE_DAYS = 90.0
+"""A profile older than this is reported as stale (``autopar predict --profile-max-age-days``'s default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """A request resolved to search specs, and what the cost model predicts for it."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    config: ParallelConfig
+    training: TrainingSpec
+    prediction: Prediction
+    profile_notes: tuple[str, ...]
+    """Figures the profile did not measure (apply_profile's fallbacks)."""
+    profile_warnings: tuple[str, ...]
+    """Why the profile may not describe this cluster (search.staleness)."""
+
+
+def request_path(err: SpecError) -> SpecError:
+    """``err`` naming the request field to change (``config.tp``, not ``ParallelConfig.tp``)."""
+    owner, dot, attr = err.field.partition(".")
+    if owner == "ParallelConfig":
+        return SpecError(f"config{dot}{attr}", err.problem, err.fix)
+    if err.field == "TrainingSpec.framework":  # framework sits beside training in the request
+        return SpecError("framework", err.problem, err.fix)
+    return request_field(err)
+
+
+def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework: Runtime, config: ConfigIn,
+             db: Database) -> Evaluated:
+    """Resolve and predict; every invalid combination raises SpecError (-> 422 naming the request field)."""
+    try:
+        model_s = model_spec(model)
+        cluster_s, notes = cluster_spec(cluster, db)
+        config_s = parallel_config(config, cluster_s.world_size)
+        training_s = TrainingSpec(global_batch=training.global_batch, precision=training.precision,
+                                  framework=framework)
+        prediction = predict(model_s, cluster_s, config_s, training_s)
+    except UnknownPresetError as err:  # cluster presets are looked up as "node" presets
+        kind, known = ("model", err.known) if err.kind == "model" else ("cluster", list(CLUSTER_PRESETS))
+        raise SpecError(f"{kind}.preset", f"unknown {kind} preset {err.name!r}",
+                        f"choose one of: {', '.join(known)} (GET /v1/presets/{kind}s)") from None
+    except SpecError as err:
+        raise request_path(err) from None
+    stale = staleness(cluster_s.profile, cluster_s, PROFILE_MAX_AGE_DAYS) if cluster_s.profile else ()
+    return Evaluated(model_s, cluster_s, config_s, training_s, prediction, notes, stale)
+
+
+@router.post("/predict", response_model=PredictOut, responses=error_responses(401, 403, 422),
+             summary="Predict one configuration's iteration time, throughput and memory",
+             description="The same prediction as `autopar predict --json`, with the configuration resolved (dp "
+                         "derived when omitted) and, when cluster.profile_id names an uploaded profile, the notes "
+                         "of applying it and the reasons it may be stale. An invalid combination (a tp that does "
+                         "not divide the heads, degrees that do not divide the GPUs, a batch that does not split) "
+                         "is a 422 naming the field; a valid configuration that does not fit is a 200 with "
+                         "feasible=false and the reasons.")
+def predict_one(body: PredictIn, _: Writer, state: State) -> dict[str, Any]:
+    ev = evaluate(body.model, body.cluster, body.training, body.framework, body.config, state.db)
+    return {"model": ev.model.name, "cluster": ev.cluster.name, "num_nodes": ev.cluster.num_nodes,
+            "world_size": ev.cluster.world_size, "framework": ev.training.framework,
+            "config": dataclasses.asdict(ev.config), "profile_id": body.cluster.profile_id,
+            "prediction": ev.prediction.to_dict(), "profile_notes": list(ev.profile_notes),
+            "profile_warnings": list(ev.profile_warnings)}

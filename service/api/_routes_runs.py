@@ -1,7 +1,192 @@
-"""Routes: runs."""
+"""Routes: measured training runs, stored with what the cost model predicted for them.
+
+The prediction is made when the run is posted and stored beside the measurement, so the error
+a run shows is that of the autopar version that was asked (``autopar_version``), not of whatever
+version serves the GET; a later cost model is judged by predicting the stored requests again.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import dataclasses
+import uuid
+from dataclasses import dataclass
+from typing import Annotated, Any, cast, get_args
 
-router = APIRouter()
+from fastapi import APIRouter, Path, Query, Response
+from pydantic import ValidationError
+from sqlalchemy import ColumnElement, func, select
+
+from search import SpecError
+from service.api._app import autopar_version
+from service.api._errors import ApiError
+from service.api._resource_models import RunIn, RunOut, RunPage, error_responses
+from service.api._routes_predict import evaluate
+from service.api._routes_profiles import as_utc
+from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
+from service.api._state import Reader, State, Writer
+from service.store import Database, Profile, Run, Search, SearchConfig
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+_SPEC_FIELDS = ("model", "cluster", "training", "framework", "config")
+_RUNTIMES: tuple[str, ...] = get_args(Runtime)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What ran: the request fields a prediction needs."""
+
+    model: ModelIn
+    cluster: ClusterIn
+    training: TrainingIn
+    framework: Runtime
+    config: ConfigIn
+
+
+def _from_search(db: Database, search_id: str, rank: int) -> RunSpec:
+    """The stored search's model, cluster and batch with its rank-th configuration."""
+    with db.session() as s:
+        search = s.get(Search, search_id)
+        if search is None:
+            raise ApiError(404, "search_id", f"no search {search_id!r}",
+                           "give the id POST /v1/searches returned, or the full specification instead")
+        row = s.execute(select(SearchConfig).where(SearchConfig.search_id == search_id, SearchConfig.rank == rank)
+                        ).scalar_one_or_none()
+        ranked = s.execute(select(func.count()).where(SearchConfig.search_id == search_id)).scalar_one()
+    if row is None and search.status != "done":
+        raise SpecError("search_id", f"search {search_id} is {search.status}: it has no ranked configurations yet",
+                        "post the run once the search is done, or give model, cluster, training and config")
+    if row is None:
+        raise ApiError(404, "rank", f"search {search_id} has no rank {rank} (it ranked {ranked})",
+                       f"give a rank from 1 to {ranked}" if ranked else "this search found nothing that fits")
+    try:  # the request as the client sent it (SearchIn): presets resolve with this autopar's figures
+        sent = search.request["body"]
+        if row.framework not in _RUNTIMES:
+            raise TypeError(row.framework)
+        return RunSpec(ModelIn.model_validate(sent["model"]), ClusterIn.model_validate(sent["cluster"]),
+                       TrainingIn.model_validate(sent["training"]), cast(Runtime, row.framework),
+                       ConfigIn.model_validate(row.config))
+    except (KeyError, TypeError, ValidationError):
+        raise SpecError("search_id", f"search {search_id} was stored in a form this autopar cannot read",
+                        "give model, cluster, training, framework and config instead of search_id and rank") from None
+
+
+def _spec(body: RunIn, db: Database) -> RunSpec:
+    given = [name for name in _SPEC_FIELDS if getattr(body, name) is not None]
+    if body.rank is not None and body.search_id is None:
+        raise SpecError("search_id", "rank needs the search it ranks", "give search_id too, or drop rank")
+    if body.search_id is not None:
+        if body.rank is None:
+            raise SpecError("rank", "search_id needs the rank of the configuration that ran",
+                            "give rank (1 is the search's best)")
+        if given:
+            raise SpecError(given[0], "is taken from the search when search_id and rank are given",
+                            f"drop {', '.join(given)}, or drop search_id and rank")
+        return _from_search(db, body.search_id, body.rank)
+    model, cluster, training, config = body.model, body.cluster, body.training, body.config
+    if model is None or cluster is None or training is None or config is None:
+        missing = [name for name in ("model", "cluster", "training", "config") if getattr(body, name) is None]
+        raise SpecError(missing[0], f"is required without search_id and rank (missing: {', '.join(missing)})",
+                        "give model, cluster, training and config, or the search_id and rank of a stored search")
+    return RunSpec(model, cluster, training, body.framework or "megatron", config)
+
+
+def _with_profile(cluster: ClusterIn, profile_id: str | None, db: Database) -> ClusterIn:
+    """The cluster measured by the run's profile (which must exist and agree with cluster.profile_id)."""
+    if profile_id is None:
+        return cluster
+    if cluster.profile_id not in (None, profile_id):
+        raise SpecError("profile_id", f"{profile_id!r} is not the cluster's profile {cluster.profile_id!r}",
+                        "give one of profile_id and cluster.profile_id, or the same id in both")
+    with db.session() as s:
+        if s.get(Profile, profile_id) is None:
+            raise ApiError(404, "profile_id", f"no profile {profile_id!r}",
+                           "upload it first (POST /v1/profiles), or drop profile_id")
+    return cluster.model_copy(update={"profile_id": profile_id})
+
+
+def _ratio_error(predicted: float | None, measured: float | None) -> float | None:
+    return predicted / measured - 1.0 if predicted is not None and measured else None
+
+
+def run_out(row: Run) -> dict[str, Any]:
+    """A stored run with its prediction errors."""
+    req = row.request
+    return {
+        "id": row.id, "search_id": row.search_id, "rank": row.rank, "profile_id": row.profile_id,
+        **{name: req[name] for name in _SPEC_FIELDS}, "notes": req.get("notes"),
+        "iteration_time_s": row.iteration_time_s, "peak_memory_bytes": row.peak_memory_bytes, "oom": row.oom,
+        "predicted_iteration_time_s": row.predicted_iteration_time_s,
+        "predicted_peak_memory_bytes": row.predicted_peak_memory_bytes, "predicted_fits": row.predicted_fits,
+        "time_error": _ratio_error(row.predicted_iteration_time_s, row.iteration_time_s),
+        "memory_error": _ratio_error(row.predicted_peak_memory_bytes, row.peak_memory_bytes),
+        "oom_agrees": None if row.predicted_fits is None else row.predicted_fits == (not row.oom),
+        "autopar_version": row.autopar_version, "created_at": as_utc(row.created_at),
+    }
+
+
+@router.post("", status_code=201, response_model=RunOut, responses=error_responses(401, 403, 404, 422),
+             summary="Record a measured run and the prediction for it",
+             description="Either `search_id` + `rank` (the search's request and that rank's configuration are used) "
+                         "or `model`, `cluster`, `training`, `config` (and `framework`, default megatron). "
+                         "`iteration_time_s` is required unless `oom` is true. The configuration is predicted now "
+                         "and stored with the run.")
+def create_run(body: RunIn, _: Writer, state: State, response: Response) -> dict[str, Any]:
+    if body.iteration_time_s is None and not body.oom:
+        raise SpecError("iteration_time_s", "is required unless oom is true",
+                        "give the measured seconds per iteration, or oom=true for a run that ran out of memory")
+    spec = _spec(body, state.db)
+    cluster = _with_profile(spec.cluster, body.profile_id, state.db)
+    ev = evaluate(spec.model, cluster, spec.training, spec.framework, spec.config, state.db)
+    request = {
+        "model": spec.model.model_dump(mode="json", exclude_none=True),
+        "cluster": cluster.model_dump(mode="json", exclude_none=True),
+        "training": spec.training.model_dump(mode="json"), "framework": spec.framework,
+        "config": dataclasses.asdict(ev.config), "notes": body.notes,
+    }
+    row = Run(id=uuid.uuid4().hex, search_id=body.search_id, rank=body.rank, profile_id=cluster.profile_id,
+              request=request, iteration_time_s=body.iteration_time_s, peak_memory_bytes=body.peak_memory_bytes,
+              oom=body.oom, predicted_iteration_time_s=ev.prediction.iteration_time_s,
+              predicted_peak_memory_bytes=ev.prediction.peak_memory_bytes_per_gpu,
+              predicted_fits=ev.prediction.feasible, autopar_version=autopar_version())
+    with state.db.session() as s:
+        s.add(row)
+    response.headers["Location"] = f"/v1/runs/{row.id}"
+    return run_out(row)
+
+
+def _model_name() -> ColumnElement[str]:
+    """The run's model: the preset, else the custom shape's name (both databases read JSON paths)."""
+    return func.coalesce(Run.request[("model", "preset")].as_string(),
+                         Run.request[("model", "shape", "name")].as_string())
+
+
+@router.get("", response_model=RunPage, responses=error_responses(401, 403, 422),
+            summary="List measured runs with their prediction errors, newest first")
+def list_runs(
+    _: Reader,
+    state: State,
+    search_id: Annotated[str | None, Query(max_length=32, description="Runs of this search.")] = None,
+    model: Annotated[str | None, Query(max_length=100, description="A model preset or custom shape name.")] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> dict[str, Any]:
+    where: list[ColumnElement[bool]] = []
+    if search_id is not None:
+        where.append(Run.search_id == search_id)
+    if model is not None:
+        where.append(_model_name() == model)
+    with state.db.session() as s:
+        total = s.execute(select(func.count()).select_from(Run).where(*where)).scalar_one()
+        rows = s.execute(select(Run).where(*where).order_by(Run.created_at.desc(), Run.id.desc())
+                         .limit(limit).offset(offset)).scalars().all()
+    return {"data": [run_out(row) for row in rows], "count": total, "limit": limit, "offset": offset}
+
+
+@router.get("/{run_id}", response_model=RunOut, responses=error_responses(401, 403, 404, 422),
+            summary="One measured run with its prediction errors")
+def get_run(_: Reader, state: State, run_id: Annotated[str, Path()]) -> dict[str, Any]:
+    with state.db.session() as s:
+        row = s.get(Run, run_id)
+    if row is None:
+        raise ApiError(404, "run_id", f"no run {run_id!r}", "list the stored ones with GET /v1/runs")
+    return run_out(row)

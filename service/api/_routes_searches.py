@@ -1,7 +1,269 @@
-"""Routes: searches."""
+"""Routes: searches. POST queues a search (workers run it: ``service._worker``), GET follows it,
+``/configs`` serves its ranked configurations, ``/configs/{rank}/launch`` their launch files, DELETE
+cancels it.
+
+A POST is checked completely before anything is stored (422 naming the field and the fix), and an
+identical request (same resolved specs, budget and autopar version) returns the search that
+already answers it instead of searching again.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import base64
+import binascii
+import json
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, cast
 
-router = APIRouter()
+from fastapi import APIRouter, Path, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from search import ParallelConfig, SpecError, TrainingSpec
+from service.api._app import autopar_version
+from service.api._errors import ApiError
+from service.api._idempotency import Answer, Idempotency
+from service.api._schemas import Runtime
+from service.api._search_models import (
+    CONFLICT,
+    FORBIDDEN,
+    INVALID,
+    NOT_FOUND,
+    UNAUTHORIZED,
+    ConfigsOut,
+    LaunchOut,
+    SearchIn,
+    SearchListOut,
+    SearchOut,
+    Status,
+)
+from service.api._search_request import from_stored, resolve
+from service.api._search_views import CACHE_KEY, BytesLru, configs_json, location, search_body
+from service.api._state import AppState, Reader, State, Writer
+from service.launch import LAUNCH_TARGETS, LaunchRequest, emit_target
+from service.store import Database, Search, SearchConfig
+from service.store._jobs import cancel
+
+router = APIRouter(prefix="/v1/searches", tags=["searches"])
+
+SearchIdPath = Annotated[str, Path(min_length=1, max_length=32, description="The search's id.")]
+_LOCATION = {"Location": {"description": "/v1/searches/{id}", "schema": {"type": "string"}}}
+_COUNTED = ("queued", "running", "done")
+"""A search in one of these answers an identical request; a failed or cancelled one does not."""
+
+
+def _row(db: Database, search_id: str) -> Search:
+    with db.session() as s:
+        row = s.get(Search, search_id)
+    if row is None:
+        raise ApiError(404, "id", f"no search {search_id!r}", "check the id (GET /v1/searches lists them)")
+    return row
+
+
+def _require_done(row: Search) -> None:
+    if row.status == "done":
+        return
+    fixes = {"queued": "wait until a worker runs it: poll GET /v1/searches/{id} until status is done",
+             "running": "wait until it finishes: poll GET /v1/searches/{id} until status is done",
+             "failed": "read its error, correct the request and POST it again",
+             "cancelled": "POST the request again to search again"}
+    raise ApiError(409, "status", f"search {row.id} is {row.status}, so it has no configurations"
+                   + (f" ({row.error})" if row.error else ""), fixes[row.status].replace("{id}", row.id))
+
+
+@router.post(
+    "", status_code=202, response_model=SearchOut, summary="Queue a search (or return the one that answers it).",
+    responses={
+        202: {"description": "Queued; or an identical search is already queued or running (that one is "
+                             "returned). Poll the Location.", "headers": _LOCATION},
+        200: {"model": SearchOut, "description": "An identical search is already done: it is returned, "
+                                                 "nothing is searched again.", "headers": _LOCATION},
+        **UNAUTHORIZED, **FORBIDDEN, **INVALID},
+)
+def create_search(body: SearchIn, state: State, idem: Idempotency) -> Response:
+    """Check the request (presets, shapes, limits, that the node count and batch allow at least one
+    configuration), then queue it. An identical request returns the existing search (failed and
+    cancelled ones excepted). Honours `Idempotency-Key`."""
+
+    def create(s: Session) -> Answer:
+        resolved = resolve(body, state.db, state.settings)
+        version = autopar_version()
+        digest = resolved.request_hash(version)
+        existing = s.execute(select(Search).where(Search.request_hash == digest, Search.status.in_(_COUNTED))
+                             .order_by(Search.created_at.desc()).limit(1)).scalar_one_or_none()
+        if existing is not None:
+            return Answer(200 if existing.status == "done" else 202, search_body(existing), location(existing.id))
+        row = Search(id=uuid.uuid4().hex, request_hash=digest, request=resolved.stored(version),
+                     model_name=resolved.model.name, cluster_name=resolved.base_cluster.name,
+                     num_nodes=resolved.base_cluster.num_nodes, framework=body.framework, objective=body.objective,
+                     profile_id=body.cluster.profile_id, autopar_version=version, status="queued", progress=0.0,
+                     attempts=0)
+        s.add(row)
+        s.flush()
+        return Answer(202, search_body(row), location(row.id))
+
+    return idem.respond(state.db, body, create)
+
+
+def _encode_cursor(row: Search) -> str:
+    text = json.dumps([row.created_at.isoformat(), row.id])
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, search_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(created), str(search_id)
+    except (ValueError, TypeError, binascii.Error):
+        raise SpecError("cursor", "is not a cursor of this API", "pass next_cursor of the previous page unchanged, "
+                        "or drop it to start from the newest") from None
+
+
+@router.get("", response_model=SearchListOut, summary="List searches, newest first.",
+            responses={**UNAUTHORIZED, **INVALID})
+def list_searches(
+    state: State, _: Reader,
+    model: Annotated[str | None, Query(max_length=200, description="Only this model (its name).")] = None,
+    cluster: Annotated[str | None, Query(max_length=200, description="Only this cluster (its name).")] = None,
+    status: Annotated[Status | None, Query(description="Only searches in this state.")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, description="Skip this many (or page with cursor).")] = 0,
+    cursor: Annotated[str | None, Query(max_length=400, description="next_cursor of the previous page: "
+                                        "stable while new searches arrive.")] = None,
+) -> JSONResponse:
+    if cursor is not None and offset:
+        raise SpecError("cursor", "offset and cursor were both given", "page with one of them")
+    filters: list[Any] = []
+    if model is not None:
+        filters.append(Search.model_name == model)
+    if cluster is not None:
+        filters.append(Search.cluster_name == cluster)
+    if status is not None:
+        filters.append(Search.status == status)
+    page = select(Search).where(*filters).order_by(Search.created_at.desc(), Search.id.desc())
+    if cursor is not None:
+        created, after_id = _decode_cursor(cursor)
+        page = page.where((Search.created_at < created) | ((Search.created_at == created) & (Search.id < after_id)))
+    else:
+        page = page.offset(offset)
+    with state.db.session() as s:
+        total = s.execute(select(func.count()).select_from(Search).where(*filters)).scalar_one()
+        rows = list(s.execute(page.limit(limit + 1)).scalars())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    body = {"data": [search_body(r) for r in rows], "count": total, "limit": limit,
+            "offset": None if cursor is not None else offset,
+            "next_cursor": _encode_cursor(rows[-1]) if more and rows else None}
+    return JSONResponse(body)
+
+
+@router.get("/{search_id}", response_model=SearchOut, summary="A search: status, progress, counts, timings.",
+            responses={**UNAUTHORIZED, **NOT_FOUND, **INVALID})
+def get_search(search_id: SearchIdPath, state: State, _: Reader) -> JSONResponse:
+    return JSONResponse(search_body(_row(state.db, search_id)))
+
+
+def _configs_bytes(state: AppState, search_id: str, top: int | None) -> bytes:
+    row = _row(state.db, search_id)
+    _require_done(row)
+    return configs_json(state.db, search_id, row.objective, row.exhaustive, top)
+
+
+@router.get("/{search_id}/configs", response_model=ConfigsOut, summary="The ranked configurations of a done search.",
+            responses={**UNAUTHORIZED, **NOT_FOUND, **CONFLICT, **INVALID})
+async def get_configs(search_id: SearchIdPath, state: State, _: Reader,
+                      top: Annotated[int | None, Query(ge=1, description="Only the best k (default: all kept).")]
+                      = None) -> Response:
+    """Best first, each with its prediction (time and memory breakdowns). 409 until the search is done.
+    Served from memory after the first call: a done search never changes."""
+    if top is not None:
+        top = min(top, state.settings.max_top)
+    cache: BytesLru | None = state.extras.get(CACHE_KEY)
+    if cache is None:
+        cache = state.extras.setdefault(CACHE_KEY, BytesLru())
+    key = (search_id, top or 0)
+    body = cache.get(key)
+    if body is None:
+        body = await run_in_threadpool(_configs_bytes, state, search_id, top)
+        cache.put(key, body)
+    return Response(body, media_type="application/json")
+
+
+def _hosts(text: str | None, num_nodes: int) -> tuple[str, ...]:
+    hosts = tuple(h.strip() for h in (text or "").split(",") if h.strip())
+    if hosts and len(hosts) != num_nodes:
+        raise SpecError("hosts", f"{len(hosts)} hosts for {num_nodes} nodes",
+                        f"give {num_nodes} comma-separated host names, or none for placeholders node0..")
+    return hosts
+
+
+def _launch_error(err: SpecError, target: str, framework: str) -> SpecError:
+    """The emitter's error, named after the query parameter the caller controls."""
+    owner, _, attr = err.field.partition(".")
+    if owner == "LaunchRequest" and attr in ("hosts", "train_script"):
+        return SpecError(attr, err.problem, err.fix)
+    if err.field == "target":
+        return err
+    return SpecError("target", f"{target} cannot launch this {framework} configuration: {err.field}: {err.problem}",
+                     f"use another target, or a rank whose framework it runs ({err.fix})")
+
+
+@router.get("/{search_id}/configs/{rank}/launch", response_model=LaunchOut,
+            summary="Launch files and command of one ranked configuration.",
+            responses={**UNAUTHORIZED, **NOT_FOUND, **CONFLICT, **INVALID})
+def get_launch(
+    search_id: SearchIdPath, state: State, _: Reader,
+    rank: Annotated[int, Path(ge=1, description="The configuration's rank (1 = best).")],
+    target: Annotated[str, Query(max_length=40, description=f"One of: {', '.join(LAUNCH_TARGETS)}.")],
+    hosts: Annotated[str | None, Query(max_length=10_000, description="Comma-separated host names, one per "
+                                       "node (default: node0, node1, ...).")] = None,
+    train_script: Annotated[str, Query(min_length=1, max_length=500, description="The training entry point.")]
+    = "pretrain_gpt.py",
+) -> JSONResponse:
+    """A ds_config accepted by DeepSpeed's own classes, Megatron-LM arguments checked against its flag
+    list, or a torchrun / deepspeed launcher / Slurm script, with every shell value quoted. 422 when
+    the target cannot run the configuration (megatron for a deepspeed one, ...)."""
+    row = _row(state.db, search_id)
+    _require_done(row)
+    with state.db.session() as s:
+        chosen = s.execute(select(SearchConfig).where(SearchConfig.search_id == search_id,
+                                                      SearchConfig.rank == rank)).scalar_one_or_none()
+    if chosen is None:
+        raise ApiError(404, "rank", f"search {search_id} has no configuration of rank {rank}",
+                       f"pick a rank from GET /v1/searches/{search_id}/configs")
+    resolved = from_stored(row.request, state.db)
+    training = TrainingSpec(resolved.body.training.global_batch, resolved.body.training.precision,
+                            framework=cast(Runtime, chosen.framework))
+    request = LaunchRequest(model=resolved.model, cluster=resolved.cluster, config=ParallelConfig(**chosen.config),
+                            training=training, hosts=_hosts(hosts, resolved.cluster.num_nodes),
+                            train_script=train_script, job_name=f"autopar-{search_id[:8]}-r{rank}",
+                            profile=resolved.cluster.profile)
+    try:
+        files = emit_target(request, target)
+    except SpecError as err:
+        raise _launch_error(err, target, chosen.framework) from None
+    return JSONResponse({"search_id": search_id, "rank": rank, "target": target, "framework": chosen.framework,
+                         "files": files.files, "command": files.command, "env": files.env})
+
+
+@router.delete(
+    "/{search_id}", response_model=SearchOut, summary="Cancel a queued or running search.",
+    responses={
+        200: {"description": "Cancelled while queued, or already cancelled."},
+        202: {"model": SearchOut, "description": "Cancelled while running: its worker stops at its next "
+                                                 "heartbeat and stores nothing."},
+        **UNAUTHORIZED, **FORBIDDEN, **NOT_FOUND, **CONFLICT, **INVALID},
+)
+def cancel_search(search_id: SearchIdPath, state: State, _: Writer) -> JSONResponse:
+    before = _row(state.db, search_id).status
+    after = cancel(state.db, search_id)
+    if after is None:
+        raise ApiError(404, "id", f"no search {search_id!r}", "check the id (GET /v1/searches lists them)")
+    if after != "cancelled":
+        raise ApiError(409, "status", f"search {search_id} is {after}; only queued or running searches can be "
+                       "cancelled", "nothing to do: its result stays" if after == "done"
+                       else "nothing to do: POST the request again to retry it")
+    return JSONResponse(search_body(_row(state.db, search_id)), status_code=202 if before == "running" else 200)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -11,7 +13,8 @@ from typing import Any, ClassVar
 import pytest
 
 import profiler._run as run_module
-from search import HardwareProfile, apply_profile, cluster_preset
+from search import HardwareProfile, SpecError, apply_profile, cluster_preset
+from service._profile_cli import upload, upload_url
 from service.cli import main
 
 
@@ -112,3 +115,48 @@ def test_unreachable_upload_is_a_clear_error_and_keeps_the_file(tmp_path: Path,
     assert main(["profile", "--only", "host", "--out", str(out), "--upload", "http://127.0.0.1:9/x"]) == 2
     assert "--upload" in capsys.readouterr().err
     assert HardwareProfile.load(out).fingerprint.gpu_name
+
+
+def test_upload_to_the_real_service_with_a_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes ``autopar profile --upload`` sends are stored by the service; a base URL gets
+    /v1/profiles; without AUTOPAR_TOKEN the service's 401 comes back with what to do."""
+    import uvicorn
+
+    from service.api import Settings, create_app
+    from service.api._auth import create_token
+    from service.store import Database
+
+    db = Database(f"sqlite:///{tmp_path / 'a.db'}")
+    app = create_app(Settings(database_url=db.url, workers=0), db=db)
+    token = create_token(db, "uploader", ["write"])[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        out = tmp_path / "p.json"
+        monkeypatch.delenv("AUTOPAR_TOKEN", raising=False)
+        with pytest.raises(SpecError, match="AUTOPAR_TOKEN") as err:
+            upload(f"http://127.0.0.1:{port}", '{"schema_version": 1}')
+        assert "HTTP 401" in err.value.problem
+        monkeypatch.setenv("AUTOPAR_TOKEN", token)
+        assert main(["profile", "--only", "host", "--out", str(out), "--upload", f"http://127.0.0.1:{port}"]) == 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/profiles") as resp:
+            page = json.loads(resp.read())
+        assert page["count"] == 1
+        stored = page["data"][0]["id"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/profiles/{stored}") as resp:
+            body = json.loads(resp.read())
+        assert HardwareProfile.from_dict(body["body"]) == HardwareProfile.load(out)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        db.dispose()
+
+
+def test_upload_url_appends_the_profiles_path() -> None:
+    assert upload_url("http://h:8000") == "http://h:8000/v1/profiles"
+    assert upload_url("http://h:8000/") == "http://h:8000/v1/profiles"
+    assert upload_url("http://h/custom/profiles") == "http://h/custom/profiles"

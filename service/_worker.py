@@ -1,0 +1,209 @@
+"""The search worker: claims queued searches from the database, runs them, stores the results.
+
+Any number of workers (threads, processes, machines) share one database; the queue itself
+(claims with fencing tokens, leases, heartbeats) is ``service.store._jobs``. A worker keeps its
+claim alive twice over: the search's progress callback heartbeats (at most every
+:data:`PROGRESS_BEAT_S`, recording progress) and a background thread heartbeats every third of
+the lease, for the stretches where the search reports no progress. When a heartbeat says the claim
+is gone (the search was cancelled, or the lease expired and another worker took it), the next
+progress callback aborts the search and nothing is stored; a result that still races to the end
+is refused by ``finish`` under the stale claim.
+
+A worker killed mid-search (SIGKILL, OOM, a lost machine) stops heartbeating; once its lease is
+older than ``Settings.lease_s`` another worker claims the search again (``attempts`` counts the
+claims) and runs it from the start. A search claimed more than :data:`MAX_ATTEMPTS` times is
+failed instead, so one that kills its workers cannot take the whole fleet down in turn.
+
+``autopar worker`` / ``autopar serve`` call :func:`run_worker` and set its ``stop`` event on
+SIGTERM/SIGINT: the worker then aborts the search it runs, puts it back in the queue for another
+worker, and returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from typing import Any
+
+from sqlalchemy import update
+
+from search import SpecError, search
+from search._search_result import RankedConfig, SearchResult
+from service.api._search_request import from_stored
+from service.api._settings import Settings
+from service.store import Database, Search
+from service.store._jobs import DEFAULT_LEASE_S, Claim, claim, fail, finish, heartbeat
+
+_log = logging.getLogger("autopar.worker")
+
+PROGRESS_BEAT_S = 0.5
+"""Least seconds between two heartbeats from the progress callback."""
+MAX_ATTEMPTS = 5
+"""Claims after which a search that keeps losing its worker is failed."""
+
+
+class Abandoned(Exception):
+    """The search was cancelled, its claim lost, or the worker asked to stop: drop it."""
+
+
+def default_worker_id() -> str:
+    """host:pid:random, unique among the workers of one database."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class _Lease:
+    """Keeps one claim alive while its search runs, and tells the search when to give up."""
+
+    def __init__(self, db: Database, c: Claim, lease_s: float, stop: threading.Event) -> None:
+        self.db, self.claim, self.stop = db, c, stop
+        self.interval_s = max(0.05, lease_s / 3)
+        self.progress = 0.0
+        self.lost = threading.Event()
+        self._done = threading.Event()
+        self._last_beat_s = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{c.search_id[:8]}", daemon=True)
+
+    def __enter__(self) -> _Lease:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(self.interval_s):
+            self.beat()
+            if self.lost.is_set():
+                return
+
+    def beat(self) -> None:
+        """One heartbeat with the latest progress; a database error is logged and retried at the
+        next beat (the lease tolerates a few misses)."""
+        self._last_beat_s = time.monotonic()
+        try:
+            if not heartbeat(self.db, self.claim, self.progress):
+                self.lost.set()
+        except Exception:
+            _log.warning("search %s: heartbeat failed", self.claim.search_id, exc_info=True)
+
+    def on_progress(self, done: int, total: int) -> None:
+        """The search's progress callback: record, heartbeat when due, abort when the claim is gone."""
+        self.progress = done / total if total > 0 else 0.0
+        if not self.lost.is_set() and time.monotonic() - self._last_beat_s >= PROGRESS_BEAT_S:
+            self.beat()
+        if self.lost.is_set():
+            raise Abandoned("the search was cancelled or its claim was taken by another worker")
+        if self.stop.is_set():
+            raise Abandoned("the worker is stopping")
+
+
+def ranked_rows(top: tuple[RankedConfig, ...]) -> list[dict[str, Any]]:
+    """The SearchConfig rows of a result's top-k."""
+    rows = []
+    for r in top:
+        d = r.to_dict()
+        rows.append({"rank": d["rank"], "framework": d["framework"], "config": d["config"],
+                     "prediction": d["prediction"], "score": d["score"], "explanation": d["explanation"]})
+    return rows
+
+
+def summary(result: SearchResult) -> dict[str, Any]:
+    """The Search columns a finished search sets; ``pareto_ranks`` are the ranks of the top-k that
+    lie on the Pareto front (tokens/s vs memory headroom)."""
+    front = {(r.framework, r.config) for r in result.pareto}
+    return {"space_size": result.space_size, "n_valid": result.n_valid, "n_feasible": result.n_feasible,
+            "n_evaluated": result.n_evaluated, "exhaustive": result.exhaustive, "search_s": result.elapsed_s,
+            "hints": list(result.hints), "pareto": [r.to_dict() for r in result.pareto],
+            "pareto_ranks": [r.rank for r in result.top if (r.framework, r.config) in front]}
+
+
+def release(db: Database, c: Claim) -> bool:
+    """Put a running search back in the queue for another worker (this one is stopping). The claim is
+    handed back unused, so it does not count as an attempt.
+
+    A fenced UPDATE like those of ``service.store._jobs``, where it belongs."""
+    with db.session() as s:
+        res = s.execute(update(Search).where(Search.id == c.search_id, Search.claim_token == c.token,
+                                             Search.status == "running")
+                        .values(status="queued", claim_token=None, worker_id=None, heartbeat_at=None,
+                                attempts=Search.attempts - 1)
+                        .execution_options(synchronize_session=False))
+        return res.rowcount == 1  # type: ignore[attr-defined]
+
+
+def execute(db: Database, c: Claim, *, lease_s: float = DEFAULT_LEASE_S, stop: threading.Event | None = None) -> bool:
+    """Run one claimed search and store its result under the claim; True when it was stored.
+
+    A request the search refuses (SpecError) or any other exception fails the search with the
+    message; a cancelled search or a lost claim stores nothing; a stop request releases it."""
+    stop = stop or threading.Event()
+    if c.attempts > MAX_ATTEMPTS:
+        fail(db, c, f"gave up after {c.attempts - 1} attempts: the workers running it stopped heartbeating "
+             "(killed, out of memory?); reduce the budget or the model/cluster size and POST it again")
+        return False
+    try:
+        resolved = from_stored(c.request, db)
+        with _Lease(db, c, lease_s, stop) as lease:
+            result = search(resolved.model, resolved.cluster, resolved.body.training.global_batch,
+                            progress=lease.on_progress, **resolved.search_kwargs())
+        stored = finish(db, c, summary(result), ranked_rows(result.top))
+        if not stored:
+            _log.info("search %s: claim lost before the result was stored; dropped", c.search_id)
+        return stored
+    except Abandoned as why:
+        if stop.is_set() and release(db, c):
+            _log.info("search %s: released to the queue (worker stopping)", c.search_id)
+        else:
+            _log.info("search %s: abandoned: %s", c.search_id, why)
+        return False
+    except SpecError as err:
+        fail(db, c, str(err))
+        return False
+    except Exception as err:
+        _log.exception("search %s failed", c.search_id)
+        fail(db, c, f"{type(err).__name__}: {err}")
+        return False
+
+
+def run_worker(settings: Settings, *, worker_id: str | None = None, stop: threading.Event | None = None,
+               once: bool = False) -> int:
+    """Claim and run searches until ``stop`` is set; returns how many were completed (stored).
+
+    ``once``: run at most one search (none if nothing is claimable) and return, for tests and cron.
+    Sleeps ``settings.poll_s`` when the queue is empty; database errors are logged and retried."""
+    worker_id = worker_id or default_worker_id()
+    stop = stop or threading.Event()
+    db = Database(settings.database_url)
+    completed = 0
+    _log.info("worker %s: polling %s", worker_id, db.safe_url)
+    try:
+        while not stop.is_set():
+            try:
+                c = claim(db, worker_id, settings.lease_s)
+            except Exception:
+                _log.warning("worker %s: claim failed; retrying", worker_id, exc_info=True)
+                c = None
+            if c is None:
+                if once:
+                    break
+                stop.wait(settings.poll_s)
+                continue
+            started = time.perf_counter()
+            try:
+                stored = execute(db, c, lease_s=settings.lease_s, stop=stop)
+            except Exception:  # the database failed while recording a failure: the lease will expire
+                _log.exception("worker %s: search %s could not be recorded", worker_id, c.search_id)
+                stored = False
+            if stored:
+                completed += 1
+                _log.info("search %s done in %.1f s", c.search_id, time.perf_counter() - started)
+            if once:
+                break
+    finally:
+        db.dispose()
+    return completed

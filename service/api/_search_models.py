@@ -1,0 +1,221 @@
+"""Request and response bodies of ``/v1/searches`` (pydantic v2; unknown request fields are refused).
+
+The limits a deployment can change (``Settings.max_top``, ``max_trials``, ``max_timeout_s``) are
+checked by the route, not here, because the schema is built once at import; the bounds below are
+the ones no deployment lifts. Response models refuse unknown fields too, so a test that validates
+a served body against them proves the body and the published schema agree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.api._schemas import ClusterIn, FrameworkTarget, ModelIn, Objective, Runtime, TrainingIn
+
+Status = Literal["queued", "running", "done", "failed", "cancelled"]
+
+_EXAMPLE_REQUEST: dict[str, Any] = {
+    "model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "nodes": 8},
+    "training": {"global_batch": 512, "precision": "bf16"}, "framework": "any", "objective": "throughput",
+    "top": 10, "budget": {"n_trials": None, "timeout_s": None, "seed": 0}}
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BudgetIn(_In):
+    """How much searching to do. Without ``n_trials`` a space of up to 200,000 valid configurations
+    is swept exactly (branch and bound); ``n_trials`` makes Optuna sample instead."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True,
+                              json_schema_extra={"examples": [{"n_trials": 400, "timeout_s": 60, "seed": 0}]})
+    n_trials: int | None = Field(default=None, ge=1, description="Sampled trials (at most Settings.max_trials, "
+                                 "default 5000); null sweeps exhaustively when the space allows.")
+    timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                    description="Stop sampling after this many seconds (at most "
+                                                "Settings.max_timeout_s, default 600); an exact sweep ignores it.")
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Sampler seed.")
+
+
+class SearchIn(_In):
+    """A search: rank the parallel configurations of ``model`` on ``cluster`` for ``training``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"examples": [_EXAMPLE_REQUEST]})
+    model: ModelIn
+    cluster: ClusterIn
+    training: TrainingIn
+    framework: FrameworkTarget = Field(default="any", description="The runtime the configurations must run on; "
+                                       "any = megatron, deepspeed, megatron-deepspeed and fsdp.")
+    objective: Objective = Field(default="throughput", description="throughput: max tokens/s; cost: min $ per "
+                                 "million tokens (needs price_per_gpu_hour); pareto: tokens/s vs memory headroom.")
+    top: int = Field(default=10, ge=1, description="Configurations to keep (at most Settings.max_top, default 100).")
+    price_per_gpu_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                             description="$ per GPU-hour; required for objective cost.")
+    budget: BudgetIn = BudgetIn()
+
+
+class SearchCounts(_Out):
+    """How much of the space the search saw (null until it is done)."""
+
+    space_size: int | None = Field(description="Raw product of the per-dimension choices.")
+    n_valid: int | None = Field(description="Configurations the model, batch and runtime allow.")
+    n_feasible: int | None = Field(description="Evaluated configurations that fit in memory.")
+    n_evaluated: int | None = Field(description="Configurations checked (an exact sweep skips those its bound "
+                                    "proves cannot enter the top k).")
+    exhaustive: bool | None = Field(description="True when the ranking is exact (not sampled).")
+
+
+class SearchTimings(_Out):
+    """When the search moved, in UTC, and how long each phase took in seconds."""
+
+    created_at: datetime
+    started_at: datetime | None = Field(description="First claim by a worker.")
+    finished_at: datetime | None
+    queued_s: float | None = Field(description="started_at - created_at.")
+    search_s: float | None = Field(description="Seconds the search itself took on the worker (last attempt).")
+    total_s: float | None = Field(description="finished_at - created_at.")
+
+
+class SearchLinks(_Out):
+    self: str
+    configs: str
+    launch: str = Field(description="A URI template: fill in rank and target.")
+
+
+class SearchOut(_Out):
+    """A search: its queue state, progress, counts, timings and the request it answers."""
+
+    id: str
+    status: Status
+    progress: float = Field(ge=0, le=1)
+    model: str = Field(description="The model's name.")
+    cluster: str = Field(description="The cluster's name.")
+    nodes: int
+    counts: SearchCounts
+    timings: SearchTimings
+    attempts: int = Field(description="Times a worker claimed it (more than 1 after a worker died).")
+    worker_id: str | None = Field(description="The worker that holds (or last held) it.")
+    error: str | None = Field(description="Why it failed.")
+    hints: list[str] = Field(description="When few or no configurations fit: why the closest fail and what "
+                             "would fit.")
+    notes: list[str] = Field(description="Figures a hardware profile did not measure (preset values used).")
+    request: SearchIn
+    links: SearchLinks
+
+
+class SearchListOut(_Out):
+    """A page of searches, newest first."""
+
+    data: list[SearchOut]
+    count: int = Field(description="Searches matching the filters, over all pages.")
+    limit: int
+    offset: int | None = Field(description="The offset of this page (null when paging by cursor).")
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last page.")
+
+
+class ParallelConfigOut(_Out):
+    """One parallel configuration (search.ParallelConfig)."""
+
+    dp: int
+    tp: int
+    pp: int
+    vp: int
+    cp: int
+    sp: bool
+    micro_batch: int
+    zero_stage: int
+    offload_optimizer: Literal["none", "cpu", "nvme"]
+    offload_param: Literal["none", "cpu", "nvme"]
+    recompute: Literal["none", "selective", "full"]
+
+
+class PredictionOut(_Out):
+    """A configuration's predicted step (search.Prediction.to_dict)."""
+
+    iteration_time_s: float
+    time_breakdown_s: dict[str, float] = Field(description="Exposed seconds per term; they add up to "
+                                               "iteration_time_s.")
+    tokens_per_s: float
+    model_flop_per_iteration: float
+    hardware_flop_per_iteration: float
+    model_tflop_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    peak_memory_bytes_per_gpu: float
+    memory_breakdown_bytes: dict[str, float] = Field(description="Peak GPU memory components; they add up to "
+                                                     "peak_memory_bytes_per_gpu.")
+    gpu_memory_bytes: float
+    cpu_memory_bytes_per_node: float
+    nvme_bytes_per_node: float
+    num_micro_batches: int
+    feasible: bool
+    reasons: list[str]
+    warnings: list[str]
+    bottleneck: str
+    memory_headroom_bytes: float
+
+
+class RankedConfigOut(_Out):
+    rank: int = Field(ge=1)
+    framework: Runtime
+    config: ParallelConfigOut
+    score: float = Field(description="The objective value it was ranked by (tokens/s, or $ per million tokens).")
+    explanation: str
+    prediction: PredictionOut
+    launch: str = Field(description="The launch endpoint of this configuration (add ?target=...).")
+
+
+class ConfigsOut(_Out):
+    """The ranked configurations of a done search, best first."""
+
+    search_id: str
+    objective: Objective
+    exhaustive: bool | None
+    count: int
+    configs: list[RankedConfigOut]
+
+
+class LaunchOut(_Out):
+    """The files and command that run one ranked configuration with one launch target."""
+
+    search_id: str
+    rank: int
+    target: str
+    framework: Runtime
+    files: dict[str, str] = Field(description="Relative path -> text; write them, then run the command.")
+    command: str = Field(description="A shell command line, every value quoted.")
+    env: dict[str, str] = Field(description="Environment the framework needs (the command exports it).")
+
+
+class ErrorItem(_Out):
+    field: str = Field(description="What to change: a dotted request path, a header or a spec field.")
+    msg: str
+    fix: str = Field(description="How to fix it.")
+    type: str
+    loc: list[Any]
+
+
+class ErrorOut(_Out):
+    """Every 4xx answer: one item per problem."""
+
+    detail: list[ErrorItem]
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorOut, "description": description}
+
+
+Responses = dict[int | str, dict[str, Any]]
+UNAUTHORIZED: Responses = {401: _error("No token, or an unknown or revoked one.")}
+FORBIDDEN: Responses = {403: _error("The token lacks the write scope.")}
+NOT_FOUND: Responses = {404: _error("No search with this id (or no such rank).")}
+INVALID: Responses = {422: _error("The request is invalid; `detail` names the field and the fix.")}
+CONFLICT: Responses = {409: _error("The search is not in a state that allows this; `fix` says what to do.")}
