@@ -70,13 +70,18 @@ class TokenCache:
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[Principal | None, float]] = {}
 
+    def cached(self, token: str) -> tuple[Principal | None] | None:
+        """``(principal or None,)`` when a fresh answer for ``token`` is cached, else None (ask the database)."""
+        with self._lock:
+            hit = self._entries.get(hash_token(token))
+        return (hit[0],) if hit is not None and hit[1] > time.monotonic() else None
+
     def lookup(self, db: Database, token: str) -> Principal | None:
+        hit = self.cached(token)
+        if hit is not None:
+            return hit[0]
         digest = hash_token(token)
         now = time.monotonic()
-        with self._lock:
-            hit = self._entries.get(digest)
-        if hit is not None and hit[1] > now:
-            return hit[0]
         with db.session() as s:
             row = s.execute(select(ApiToken).where(ApiToken.token_hash == digest)).scalar_one_or_none()
             principal = None

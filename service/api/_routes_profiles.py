@@ -10,12 +10,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from search import SCHEMA_VERSION, Fingerprint, HardwareProfile, SpecError
 from service.api._errors import ApiError
+from service.api._idempotency import Answer, Idempotency
 from service.api._resource_models import ProfileIn, ProfileOut, ProfilePage, error_responses
-from service.api._state import Reader, State, Writer
-from service.store import Profile
+from service.api._state import Reader, State
+from service.store import Profile, utc_now
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
 _TEXT_MAX = 200  # the profiles table's string columns
@@ -72,24 +74,26 @@ def _summary(row: Any) -> dict[str, Any]:
              description="The body is the JSON `autopar profile` writes (`--upload URL` posts it here). "
                          "A profile of another schema version is refused: re-run `autopar profile`.")
 def create_profile(
-    _: Writer,
     __: Annotated[None, Depends(_schema_version_first)],
     body: ProfileIn,
     state: State,
-    response: Response,
+    idem: Idempotency,
     name: Annotated[str | None, Query(min_length=1, max_length=_TEXT_MAX,
                                       description="Default: the first hostname and the GPUs.")] = None,
-) -> dict[str, Any]:
+) -> Response:
     profile = HardwareProfile.from_dict(body.model_dump())  # what the types cannot say (ranks_per_node <= ranks)
     fp = profile.fingerprint
-    row = Profile(id=uuid.uuid4().hex, name=(name or _default_name(fp))[:_TEXT_MAX], schema_version=SCHEMA_VERSION,
-                  gpu_name=fp.gpu_name, gpus_per_node=fp.gpus_per_node,
-                  fingerprint=_fingerprint_line(fp)[:_TEXT_MAX], measured_at=_measured_at(fp),
-                  body=json.loads(profile.to_json()))
-    with state.db.session() as s:
+
+    def create(s: Session) -> Answer:
+        row = Profile(id=uuid.uuid4().hex, name=(name or _default_name(fp))[:_TEXT_MAX],
+                      schema_version=SCHEMA_VERSION, gpu_name=fp.gpu_name, gpus_per_node=fp.gpus_per_node,
+                      fingerprint=_fingerprint_line(fp)[:_TEXT_MAX], measured_at=_measured_at(fp),
+                      body=json.loads(profile.to_json()), created_at=utc_now())
         s.add(row)
-    response.headers["Location"] = f"/v1/profiles/{row.id}"
-    return {**_summary(row), "body": row.body}
+        out = ProfileOut.model_validate({**_summary(row), "body": row.body}).model_dump(mode="json")
+        return Answer(201, out, f"/v1/profiles/{row.id}")
+
+    return idem.respond(state.db, {"body": body.model_dump(mode="json"), "name": name}, create)
 
 
 @router.get("", response_model=ProfilePage, responses=error_responses(401, 403, 422),

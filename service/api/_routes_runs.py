@@ -15,16 +15,18 @@ from typing import Annotated, Any, cast, get_args
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.orm import Session
 
 from search import SpecError
 from service.api._app import autopar_version
 from service.api._errors import ApiError
+from service.api._idempotency import Answer, Idempotency
 from service.api._resource_models import RunIn, RunOut, RunPage, error_responses
 from service.api._routes_predict import evaluate
 from service.api._routes_profiles import as_utc
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
-from service.api._state import Reader, State, Writer
-from service.store import Database, Profile, Run, Search, SearchConfig
+from service.api._state import Reader, State
+from service.store import Database, Profile, Run, Search, SearchConfig, utc_now
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 _SPEC_FIELDS = ("model", "cluster", "training", "framework", "config")
@@ -130,28 +132,30 @@ def run_out(row: Run) -> dict[str, Any]:
                          "or `model`, `cluster`, `training`, `config` (and `framework`, default megatron). "
                          "`iteration_time_s` is required unless `oom` is true. The configuration is predicted now "
                          "and stored with the run.")
-def create_run(body: RunIn, _: Writer, state: State, response: Response) -> dict[str, Any]:
+def create_run(body: RunIn, state: State, idem: Idempotency) -> Response:
     if body.iteration_time_s is None and not body.oom:
         raise SpecError("iteration_time_s", "is required unless oom is true",
                         "give the measured seconds per iteration, or oom=true for a run that ran out of memory")
-    spec = _spec(body, state.db)
-    cluster = _with_profile(spec.cluster, body.profile_id, state.db)
-    ev = evaluate(spec.model, cluster, spec.training, spec.framework, spec.config, state.db)
-    request = {
-        "model": spec.model.model_dump(mode="json", exclude_none=True),
-        "cluster": cluster.model_dump(mode="json", exclude_none=True),
-        "training": spec.training.model_dump(mode="json"), "framework": spec.framework,
-        "config": dataclasses.asdict(ev.config), "notes": body.notes,
-    }
-    row = Run(id=uuid.uuid4().hex, search_id=body.search_id, rank=body.rank, profile_id=cluster.profile_id,
-              request=request, iteration_time_s=body.iteration_time_s, peak_memory_bytes=body.peak_memory_bytes,
-              oom=body.oom, predicted_iteration_time_s=ev.prediction.iteration_time_s,
-              predicted_peak_memory_bytes=ev.prediction.peak_memory_bytes_per_gpu,
-              predicted_fits=ev.prediction.feasible, autopar_version=autopar_version())
-    with state.db.session() as s:
+
+    def create(s: Session) -> Answer:
+        spec = _spec(body, state.db)
+        cluster = _with_profile(spec.cluster, body.profile_id, state.db)
+        ev = evaluate(spec.model, cluster, spec.training, spec.framework, spec.config, state.db)
+        request = {
+            "model": spec.model.model_dump(mode="json", exclude_none=True),
+            "cluster": cluster.model_dump(mode="json", exclude_none=True),
+            "training": spec.training.model_dump(mode="json"), "framework": spec.framework,
+            "config": dataclasses.asdict(ev.config), "notes": body.notes,
+        }
+        row = Run(id=uuid.uuid4().hex, search_id=body.search_id, rank=body.rank, profile_id=cluster.profile_id,
+                  request=request, iteration_time_s=body.iteration_time_s, peak_memory_bytes=body.peak_memory_bytes,
+                  oom=body.oom, predicted_iteration_time_s=ev.prediction.iteration_time_s,
+                  predicted_peak_memory_bytes=ev.prediction.peak_memory_bytes_per_gpu,
+                  predicted_fits=ev.prediction.feasible, autopar_version=autopar_version(), created_at=utc_now())
         s.add(row)
-    response.headers["Location"] = f"/v1/runs/{row.id}"
-    return run_out(row)
+        return Answer(201, RunOut.model_validate(run_out(row)).model_dump(mode="json"), f"/v1/runs/{row.id}")
+
+    return idem.respond(state.db, body, create)
 
 
 def _model_name() -> ColumnElement[str]:

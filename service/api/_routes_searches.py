@@ -20,6 +20,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from search import ParallelConfig, SpecError, TrainingSpec
@@ -87,15 +88,21 @@ def create_search(body: SearchIn, state: State, idem: Idempotency) -> Response:
     """Check the request (presets, shapes, limits, that the node count and batch allow at least one
     configuration), then queue it. An identical request returns the existing search (failed and
     cancelled ones excepted). Honours `Idempotency-Key`."""
+    resolved = resolve(body, state.db, state.settings)
+    version = autopar_version()
+    digest = resolved.request_hash(version)
 
-    def create(s: Session) -> Answer:
-        resolved = resolve(body, state.db, state.settings)
-        version = autopar_version()
-        digest = resolved.request_hash(version)
+    def existing_answer(s: Session) -> Answer | None:
         existing = s.execute(select(Search).where(Search.request_hash == digest, Search.status.in_(_COUNTED))
                              .order_by(Search.created_at.desc()).limit(1)).scalar_one_or_none()
-        if existing is not None:
-            return Answer(200 if existing.status == "done" else 202, search_body(existing), location(existing.id))
+        if existing is None:
+            return None
+        return Answer(200 if existing.status == "done" else 202, search_body(existing), location(existing.id))
+
+    def create(s: Session) -> Answer:
+        answer = existing_answer(s)
+        if answer is not None:
+            return answer
         row = Search(id=uuid.uuid4().hex, request_hash=digest, request=resolved.stored(version),
                      model_name=resolved.model.name, cluster_name=resolved.base_cluster.name,
                      num_nodes=resolved.base_cluster.num_nodes, framework=body.framework, objective=body.objective,
@@ -105,7 +112,16 @@ def create_search(body: SearchIn, state: State, idem: Idempotency) -> Response:
         s.flush()
         return Answer(202, search_body(row), location(row.id))
 
-    return idem.respond(state.db, body, create)
+    try:
+        return idem.respond(state.db, body, create)
+    except IntegrityError:
+        # An identical request queued its search between our check and our insert (the unique
+        # index of migration 0002 refused the second): answer with that search.
+        with state.db.session() as s:
+            answer = existing_answer(s)
+        if answer is None:
+            raise
+        return answer.response()
 
 
 def _encode_cursor(row: Search) -> str:

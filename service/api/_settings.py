@@ -60,4 +60,7 @@ class Settings:
             workers=int(_number(env, "AUTOPAR_WORKERS", 1, 0, 64)),
             lease_s=_number(env, "AUTOPAR_LEASE_S", 30.0, 1.0, 3600.0),
             poll_s=_number(env, "AUTOPAR_POLL_S", 0.5, 0.01, 60.0),
+            max_trials=int(_number(env, "AUTOPAR_MAX_TRIALS", 5000, 1, 1_000_000)),
+            max_timeout_s=_number(env, "AUTOPAR_MAX_TIMEOUT_S", 600.0, 1.0, 86_400.0),
+            max_top=int(_number(env, "AUTOPAR_MAX_TOP", 100, 1, 10_000)),
         )

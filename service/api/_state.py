@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.api._auth import Principal, TokenCache, authenticate
@@ -22,7 +23,8 @@ class AppState:
     """Per-app objects other modules attach (metrics registry, response caches)."""
 
 
-def app_state(request: Request) -> AppState:
+async def app_state(request: Request) -> AppState:
+    """Async on purpose: FastAPI runs sync dependencies in its thread pool, a hop per request."""
     state: AppState = request.app.state.autopar
     return state
 
@@ -35,12 +37,24 @@ def _credentials_text(creds: HTTPAuthorizationCredentials | None) -> str | None:
     return f"{creds.scheme} {creds.credentials}" if creds is not None else None
 
 
-def require_read(state: State, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
-    return authenticate(state.db, state.tokens, _credentials_text(creds), "read", state.settings.open_reads)
+async def _authenticate(state: AppState, creds: HTTPAuthorizationCredentials | None, scope: str) -> Principal:
+    """On the event loop when the answer needs no database (open reads, a cached token), else in
+    the thread pool: the hot GET paths then cost no thread hop."""
+    text = _credentials_text(creds)
+    if (text is None and scope == "read" and state.settings.open_reads) or (
+            text is not None and state.tokens.cached(text.partition(" ")[2].strip()) is not None):
+        return authenticate(state.db, state.tokens, text, scope, state.settings.open_reads)
+    return await run_in_threadpool(authenticate, state.db, state.tokens, text, scope, state.settings.open_reads)
 
 
-def require_write(state: State, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
-    return authenticate(state.db, state.tokens, _credentials_text(creds), "write", state.settings.open_reads)
+async def require_read(state: State,
+                       creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+    return await _authenticate(state, creds, "read")
+
+
+async def require_write(state: State,
+                        creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+    return await _authenticate(state, creds, "write")
 
 
 Reader = Annotated[Principal, Depends(require_read)]

@@ -10,12 +10,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+ACTIVE_REQUEST = "status IN ('queued', 'running', 'done')"
 
 
 class Base(DeclarativeBase):
@@ -75,7 +78,12 @@ class Search(Base):
     pareto_ranks: Mapped[list[Any] | None] = mapped_column(nullable=True)
     pareto: Mapped[list[Any] | None] = mapped_column(nullable=True)
 
-    __table_args__ = (Index("ix_searches_status_created", "status", "created_at"),)
+    __table_args__ = (
+        Index("ix_searches_status_created", "status", "created_at"),
+        # migration 0002: identical requests share one queued/running/done search
+        Index("uq_searches_active_request", "request_hash", unique=True,
+              postgresql_where=text(ACTIVE_REQUEST), sqlite_where=text(ACTIVE_REQUEST)),
+    )
 
 
 class SearchConfig(Base):

@@ -4,6 +4,7 @@ where another request with the same key commits first."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -95,3 +96,44 @@ def test_a_concurrent_request_with_the_same_key_wins_and_is_replayed(app_db: Dat
     assert (response.status_code, response.body, response.headers["location"]) == (
         201, b'{"id":"theirs"}', "/v1/things/theirs")
     assert response.headers["idempotent-replayed"] == "true"
+
+
+def _profile_body() -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    from search import Fingerprint, GemmSample, HardwareProfile
+
+    p = HardwareProfile(fingerprint=Fingerprint("NVIDIA H100 80GB HBM3", 8, 8, datetime.now(UTC).isoformat(),
+                                                hostnames=("node01",)),
+                        gemm=(GemmSample(8192, 8192, 8192, "bf16", 0.0016),))
+    body: dict[str, Any] = json.loads(p.to_json())
+    return body
+
+
+RUN_BODY: dict[str, Any] = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100"},
+                            "training": {"global_batch": 64}, "config": {"tp": 2, "zero_stage": 1,
+                                                                          "recompute": "full"},
+                            "iteration_time_s": 1.5}
+
+
+@pytest.mark.parametrize("path", ["/v1/runs", "/v1/profiles"])
+def test_other_posts_replay_under_their_key_too(client: TestClient, app_db: Database, auth: dict[str, str],
+                                                path: str) -> None:
+    """POST /v1/runs and /v1/profiles create one resource per key: a retry replays the first answer."""
+    from service.store import Profile, Run
+
+    if path == "/v1/runs":
+        body, table = RUN_BODY, Run
+    else:
+        body, table = _profile_body(), Profile
+    headers = {**auth, "Idempotency-Key": f"k-{path}"}
+    first = client.post(path, json=body, headers=headers)
+    assert first.status_code == 201, first.text
+    again = client.post(path, json=body, headers=headers)
+    assert (again.status_code, again.json(), again.headers["location"]) == (201, first.json(),
+                                                                             first.headers["location"])
+    assert again.headers["idempotent-replayed"] == "true"
+    assert count(app_db, table) == 1
+    fresh = client.post(path, json=body, headers={**auth, "Idempotency-Key": f"k2-{path}"})
+    assert fresh.status_code == 201 and fresh.headers["location"] != first.headers["location"]
+    assert count(app_db, table) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -228,3 +229,37 @@ def test_cancel_a_running_search_stops_its_worker(client: TestClient, settings: 
     with app_db.session() as s:
         assert s.execute(select(func.count()).select_from(SearchConfig)).scalar_one() == 0
         assert s.execute(select(Search.status)).scalar_one() == "cancelled"
+
+
+def test_identical_posts_racing_each_other_share_one_search(client: TestClient, app_db: Database,
+                                                            auth: dict[str, str]) -> None:
+    """Eight identical POSTs at once (the thread pool runs them concurrently): one search is queued,
+    every answer names it. The partial unique index of migration 0002 backs the check-then-insert."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from service.store import Search
+
+    body = {"model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-a100-80gb", "nodes": 2},
+            "training": {"global_batch": 128}, "top": 2}
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: client.post("/v1/searches", json=body, headers=auth), range(8)))
+    assert {r.status_code for r in answers} == {202}
+    assert len({r.json()["id"] for r in answers}) == 1
+    with app_db.session() as s:
+        assert s.execute(select(func.count()).select_from(Search)).scalar_one() == 1
+
+
+def test_the_database_refuses_a_second_active_search_for_one_request(app_db: Database) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    from service.store import Search
+
+    def row(status: str) -> Search:
+        return Search(id=uuid.uuid4().hex, request_hash="h" * 64, request={}, model_name="m", cluster_name="c",
+                      num_nodes=1, framework="any", objective="throughput", autopar_version="0", status=status,
+                      progress=0.0, attempts=0)
+
+    with app_db.session() as s:
+        s.add_all([row("failed"), row("cancelled"), row("queued")])  # finished ones may repeat
+    with pytest.raises(IntegrityError), app_db.session() as s:
+        s.add(row("done"))

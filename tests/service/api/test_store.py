@@ -66,3 +66,14 @@ def test_bad_database_urls_say_what_to_use(url: str, needle: str) -> None:
     with pytest.raises(SpecError, match=needle) as err:
         Database(url)
     assert err.value.field == "AUTOPAR_DATABASE_URL"
+
+
+def test_settings_read_the_environment_and_name_the_variable_on_bad_values() -> None:
+    from service.api import Settings
+
+    s = Settings.from_env({"AUTOPAR_MAX_TOP": "20", "AUTOPAR_OPEN_READS": "no", "AUTOPAR_WORKERS": "0"})
+    assert (s.max_top, s.open_reads, s.workers) == (20, False, 0)
+    for name, value in (("AUTOPAR_MAX_TRIALS", "lots"), ("AUTOPAR_LEASE_S", "0"), ("AUTOPAR_OPEN_READS", "maybe")):
+        with pytest.raises(SpecError) as err:
+            Settings.from_env({name: value})
+        assert err.value.field == name
