@@ -146,7 +146,7 @@ def list_searches(
     cluster: Annotated[str | None, Query(max_length=200, description="Only this cluster (its name).")] = None,
     status: Annotated[Status | None, Query(description="Only searches in this state.")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0, description="Skip this many (or page with cursor).")] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000, description="Skip this many (or page with cursor).")] = 0,
     cursor: Annotated[str | None, Query(max_length=400, description="next_cursor of the previous page: "
                                         "stable while new searches arrive.")] = None,
 ) -> JSONResponse:
@@ -191,7 +191,7 @@ def _configs_bytes(state: AppState, search_id: str, top: int | None) -> bytes:
 @router.get("/{search_id}/configs", response_model=ConfigsOut, summary="The ranked configurations of a done search.",
             responses={**UNAUTHORIZED, **NOT_FOUND, **CONFLICT, **INVALID})
 async def get_configs(search_id: SearchIdPath, state: State, _: Reader,
-                      top: Annotated[int | None, Query(ge=1, description="Only the best k (default: all kept).")]
+                      top: Annotated[int | None, Query(ge=1, le=10_000, description="Only the best k (default: all kept).")]
                       = None) -> Response:
     """Best first, each with its prediction (time and memory breakdowns). 409 until the search is done.
     Served from memory after the first call: a done search never changes."""
@@ -232,7 +232,7 @@ def _launch_error(err: SpecError, target: str, framework: str) -> SpecError:
             responses={**UNAUTHORIZED, **NOT_FOUND, **CONFLICT, **INVALID})
 def get_launch(
     search_id: SearchIdPath, state: State, _: Reader,
-    rank: Annotated[int, Path(ge=1, description="The configuration's rank (1 = best).")],
+    rank: Annotated[int, Path(ge=1, le=10_000, description="The configuration's rank (1 = best).")],
     target: Annotated[str, Query(max_length=40, description=f"One of: {', '.join(LAUNCH_TARGETS)}.")],
     hosts: Annotated[str | None, Query(max_length=10_000, description="Comma-separated host names, one per "
                                        "node (default: node0, node1, ...).")] = None,
