@@ -16,7 +16,7 @@ from search import SCHEMA_VERSION, Fingerprint, HardwareProfile, SpecError
 from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency
 from service.api._resource_models import ProfileIn, ProfileOut, ProfilePage, error_responses
-from service.api._state import Reader, State
+from service.api._state import Reader, State, Writer
 from service.store import Profile, utc_now
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
@@ -74,6 +74,7 @@ def _summary(row: Any) -> dict[str, Any]:
              description="The body is the JSON `autopar profile` writes (`--upload URL` posts it here). "
                          "A profile of another schema version is refused: re-run `autopar profile`.")
 def create_profile(
+    _: Writer,  # first: a caller without a token hears 401 before anything about the body
     __: Annotated[None, Depends(_schema_version_first)],
     body: ProfileIn,
     state: State,

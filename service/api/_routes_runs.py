@@ -25,7 +25,7 @@ from service.api._resource_models import RunIn, RunOut, RunPage, error_responses
 from service.api._routes_predict import evaluate
 from service.api._routes_profiles import as_utc
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
-from service.api._state import Reader, State
+from service.api._state import Reader, State, Writer
 from service.store import Database, Profile, Run, Search, SearchConfig, utc_now
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -132,7 +132,7 @@ def run_out(row: Run) -> dict[str, Any]:
                          "or `model`, `cluster`, `training`, `config` (and `framework`, default megatron). "
                          "`iteration_time_s` is required unless `oom` is true. The configuration is predicted now "
                          "and stored with the run.")
-def create_run(body: RunIn, state: State, idem: Idempotency) -> Response:
+def create_run(_: Writer, body: RunIn, state: State, idem: Idempotency) -> Response:
     if body.iteration_time_s is None and not body.oom:
         raise SpecError("iteration_time_s", "is required unless oom is true",
                         "give the measured seconds per iteration, or oom=true for a run that ran out of memory")

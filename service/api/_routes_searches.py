@@ -191,7 +191,8 @@ def _configs_bytes(state: AppState, search_id: str, top: int | None) -> bytes:
 @router.get("/{search_id}/configs", response_model=ConfigsOut, summary="The ranked configurations of a done search.",
             responses={**UNAUTHORIZED, **NOT_FOUND, **CONFLICT, **INVALID})
 async def get_configs(search_id: SearchIdPath, state: State, _: Reader,
-                      top: Annotated[int | None, Query(ge=1, le=10_000, description="Only the best k (default: all kept).")]
+                      top: Annotated[int | None, Query(ge=1, le=10_000,
+                                                       description="Only the best k (default: all kept).")]
                       = None) -> Response:
     """Best first, each with its prediction (time and memory breakdowns). 409 until the search is done.
     Served from memory after the first call: a done search never changes."""

@@ -29,7 +29,7 @@ def value(text: str, name: str, **labels: str) -> float:
 
 
 def search_row(search_id: str, status: str) -> Search:
-    return Search(id=search_id, request_hash="0" * 64, request={}, model_name="gpt3-175b",
+    return Search(id=search_id, request_hash=search_id.ljust(64, "0"), request={}, model_name="gpt3-175b",
                   cluster_name="dgx-a100-80gb", num_nodes=1, framework="megatron", objective="throughput",
                   autopar_version="0", status=status)
 

@@ -106,7 +106,8 @@ def _store_search(db: Database, settings: Settings, status: str, configs: tuple[
     resolved = resolve(body, db, settings)
     search_id = uuid.uuid4().hex
     with db.session() as s:
-        s.add(Search(id=search_id, request_hash=resolved.request_hash("test"), request=resolved.stored("test"),
+        # the search id in the hash: several stored searches of one request in a test stay distinct rows
+        s.add(Search(id=search_id, request_hash=resolved.request_hash(search_id), request=resolved.stored("test"),
                      model_name="llama3-8b", cluster_name="dgx-h100", num_nodes=1, framework="megatron",
                      objective="throughput", autopar_version="test", status=status))
         s.flush()
