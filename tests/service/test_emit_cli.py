@@ -52,3 +52,33 @@ def test_emit_megatron_writes_checked_arguments(tmp_path: Path, capsys: pytest.C
     check_megatron_args(argv, world_size=8)
     command = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("megatron: "))
     assert shlex.split(command.removeprefix("megatron: "))[-len(argv):] == argv
+
+
+def test_emit_megatron_deepspeed_writes_args_and_a_matching_ds_config(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from service.launch import check_megatron_deepspeed_args
+
+    out = tmp_path / "launch"
+    assert main([*SMALL, "--framework", "megatron-deepspeed", "--emit", "megatron-deepspeed,torchrun",
+                 "--out", str(out)]) == 0
+    argv = (out / "megatron_deepspeed_args.txt").read_text().split()
+    cfg = json.loads((out / "ds_config.json").read_text())
+    check_megatron_deepspeed_args(argv, world_size=8, ds_zero_stage=cfg["zero_optimization"]["stage"])
+    torchrun = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("torchrun: "))
+    assert shlex.split(torchrun.removeprefix("torchrun: "))[-len(argv):] == argv
+
+
+def test_emit_torchtitan_for_an_fsdp_configuration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """torchtitan runs llama3 flavors: the config module lands in --out and the torchrun line runs
+    -m torchtitan.train with it, PYTHONPATH pointing at --out."""
+    out = tmp_path / "launch"
+    args = ["search", "--model", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "64", "--top", "1",
+            "--framework", "fsdp", "--emit", "torchtitan,torchrun", "--out", str(out)]
+    assert main(args) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["autopar_torchtitan.py", "launch_torchrun.sh"]
+    compile((out / "autopar_torchtitan.py").read_text(), "autopar_torchtitan.py", "exec")
+    script = (out / "launch_torchrun.sh").read_text()
+    assert f"export PYTHONPATH={shlex.quote(str(out.resolve()))}" in script
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("torchrun: "))
+    argv = shlex.split(line.removeprefix("torchrun: "))
+    assert argv[argv.index("-m") + 1:] == ["torchtitan.train", "--module", "autopar_torchtitan", "--config", "autopar"]
