@@ -29,12 +29,14 @@ def autopar_version() -> str:
 def create_app(settings: Settings | None = None, *, db: Database | None = None, migrate: bool = True) -> FastAPI:
     """The service for ``settings`` (default: from the environment)."""
     from service.api import (
+        _routes_docs,
         _routes_health,
         _routes_predict,
         _routes_presets,
         _routes_profiles,
         _routes_runs,
         _routes_searches,
+        _routes_ui,
     )
 
     settings = settings or Settings.from_env()
@@ -43,6 +45,8 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
         db.upgrade()
     app = FastAPI(
         title="autopar",
+        docs_url=None,  # /docs and /redoc are served offline by _routes_docs (vendored assets, no CDN)
+        redoc_url=None,
         version=autopar_version(),
         summary="Auto-parallel configuration search for large-model training.",
         description="Store hardware profiles, run searches over data/tensor/pipeline/context parallel degrees, "
@@ -51,7 +55,7 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
     app.state.autopar = AppState(settings=settings, db=db)
     _errors.install(app)
     for module in (_routes_health, _routes_presets, _routes_profiles, _routes_predict, _routes_searches,
-                   _routes_runs):
+                   _routes_runs, _routes_docs, _routes_ui):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)  # type: ignore[arg-type]
     _routes_health.install(app)  # request metrics, the outermost middleware: the 413s above count too

@@ -1,0 +1,7 @@
+"""Routes: docs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter(include_in_schema=False)

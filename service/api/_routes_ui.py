@@ -1,0 +1,7 @@
+"""Routes: ui."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter(include_in_schema=False)
