@@ -28,6 +28,8 @@ pp > 1, and fsdp's stages and offloads:
 * deepspeed: no TP, PP or CP of its own (tp = pp = cp = 1). zero 0-3 with ZeRO-Offload /
   ZeRO-Infinity rules (sec. 1.3, enforced by ParallelConfig): optimizer to cpu needs zero >= 1,
   to nvme zero 3; parameters (cpu/nvme) zero 3.
+* megatron with vp > 1: micro-batches per step a multiple of pp (Megatron-Core's interleaved
+  schedule with its default micro-batch group of pp).
 * megatron-deepspeed: TP, PP, SP; no ``--context-parallel-size`` (sec. 5, Megatron-DeepSpeed)
   and no interleaved schedule in DeepSpeed's PipelineEngine, so cp = vp = 1. With pp > 1 the
   PipelineEngine asserts zero < 2 (``deepspeed/runtime/pipe/engine.py:77``, sec. 1.8) and we
@@ -154,6 +156,13 @@ def _runs(runtime: Framework, tp: int, pp: int, cp: int, vp: int) -> bool:
     return True  # megatron, fsdp: TP, PP, VP, SP, CP
 
 
+# Megatron-Core's interleaved schedule (0.19.2 pipeline_parallel/schedules.py:1133-1153) groups
+# micro-batches by microbatch_group_size_per_vp_stage (default: pp) and refuses a group larger
+# than the micro-batch count or a remainder smaller than pp: with the default, the micro-batches
+# per step must be a multiple of pp. A larger group would run, but it keeps more micro-batches in
+# flight than the cost model's interleaved memory and bubble terms assume, so it is not emitted.
+
+
 def _torch_schedule_runs(n_micro: int, pp: int, vp: int) -> bool:
     """Whether torch.distributed.pipelining (torchtitan's pipeline) runs ``n_micro`` micro-batches
     per step on ``pp`` stages: 1F1B needs at least ``pp`` of them; Interleaved1F1B splits them
@@ -252,6 +261,8 @@ def enumerate_space(
                                     for runtime in labels:
                                         if runtime == "fsdp" and pp > 1 and not _torch_schedule_runs(
                                                 per_rank // mb, pp, vp):
+                                            continue
+                                        if runtime == "megatron" and vp > 1 and (per_rank // mb) % pp:
                                             continue
                                         candidates.append(Candidate(runtime, config))
 

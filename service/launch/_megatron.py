@@ -180,6 +180,12 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
             raise SpecError(_FIELD, f"layers per pipeline stage ({layers // pp}) is not divisible by "
                             f"--num-layers-per-virtual-pipeline-stage ({per_stage})",
                             "choose a divisor of layers / pp")
+        n_micro = glob // (micro * dp)
+        if n_micro % pp:
+            raise SpecError(_FIELD, f"{n_micro} micro-batches per step is not a multiple of the pipeline size "
+                            f"({pp}), which Megatron-Core's interleaved schedule needs (its micro-batch group "
+                            "per virtual stage defaults to pp)",
+                            "choose a global batch or micro-batch size giving a multiple of pp micro-batches")
     if "--sequence-parallel" in v and tp == 1:
         raise SpecError(_FIELD, "--sequence-parallel needs --tensor-model-parallel-size > 1 "
                         "(Megatron silently turns it off)", "drop --sequence-parallel or use tp > 1")

@@ -137,7 +137,9 @@ def test_a_configuration_several_runtimes_run_appears_once_per_runtime() -> None
 def issue_allows(runtime: str, c: ParallelConfig, batch: int) -> bool:
     """The runtime rules of the issue, written out independently of search._space."""
     offload = (c.offload_optimizer, c.offload_param)
-    if runtime == "megatron":
+    if runtime == "megatron":  # interleaved: Megatron-Core groups micro-batches by pp
+        if c.vp > 1 and (batch // (c.dp * c.micro_batch)) % c.pp:
+            return False
         return c.offload_param == "none" and c.offload_optimizer != "nvme"
     if runtime == "deepspeed":
         return c.tp == c.pp == c.cp == 1

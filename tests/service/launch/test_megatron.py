@@ -84,6 +84,7 @@ BASE = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "
     (["--global-batch-size", "7"], 8, "global batch size"),
     (["--num-layers", "7", "--num-layers-per-virtual-pipeline-stage", "1"], 8, "pipeline size"),
     (["--num-layers-per-virtual-pipeline-stage", "3"], 8, "virtual-pipeline-stage"),
+    (["--num-layers-per-virtual-pipeline-stage", "2", "--global-batch-size", "6"], 8, "multiple of the pipeline"),
     (["--tensor-model-parallel-size", "1", "--sequence-parallel"], 8, "--sequence-parallel"),
     (["--overlap-grad-reduce", "--overlap-param-gather"], 8, "distributed optimizer"),
 ])
