@@ -76,6 +76,7 @@ def add_serve_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     up.add_argument("revision", nargs="?", default="head", metavar="REV")
     down = dsub.add_parser("downgrade", help="revert migrations down to REV (base: drop every table)")
     down.add_argument("revision", metavar="REV")
+    down.add_argument("--yes", action="store_true", help="drop tables even when they hold data (back it up first)")
     dsub.add_parser("current", help="the revision the database is at, and the newest one")
     d.set_defaults(handler=_db)
 
@@ -369,11 +370,18 @@ def _db(args: argparse.Namespace) -> int:
     head = head_revision()
     try:
         with reachable(db):
+            db.check_known()
             before = db.current_revision()
             try:
                 if args.db_command == "upgrade":
                     db.upgrade(args.revision)
                 elif args.db_command == "downgrade":
+                    rows = {table: n for table, n in db.row_counts().items() if n and table != "alembic_version"}
+                    if rows and not args.yes:
+                        held = ", ".join(f"{n} {table}" for table, n in rows.items())
+                        raise SpecError("--yes", f"downgrading to {args.revision} may drop tables that hold data "
+                                        f"({held}), tokens included", "back the database up, stop the servers and "
+                                        "workers using it, then repeat with --yes")
                     db.downgrade(args.revision)
             except CommandError as exc:
                 raise SpecError("REV", f"{args.revision!r}: {exc}",

@@ -130,7 +130,7 @@ def release(db: Database, c: Claim) -> bool:
     with db.session() as s:
         res = s.execute(update(Search).where(Search.id == c.search_id, Search.claim_token == c.token,
                                              Search.status == "running")
-                        .values(status="queued", claim_token=None, worker_id=None, heartbeat_at=None,
+                        .values(status="queued", claim_token=None, worker_id=None, heartbeat_at=None, progress=0.0,
                                 attempts=Search.attempts - 1)
                         .execution_options(synchronize_session=False))
         return res.rowcount == 1  # type: ignore[attr-defined]
@@ -170,6 +170,10 @@ def execute(db: Database, c: Claim, *, lease_s: float = DEFAULT_LEASE_S, stop: t
         return False
 
 
+MAX_BACKOFF_S = 30.0
+"""Longest wait between claims while the database fails."""
+
+
 def run_worker(settings: Settings, *, worker_id: str | None = None, stop: threading.Event | None = None,
                once: bool = False) -> int:
     """Claim and run searches until ``stop`` is set; returns how many were completed (stored).
@@ -181,13 +185,23 @@ def run_worker(settings: Settings, *, worker_id: str | None = None, stop: thread
     db = Database(settings.database_url)
     completed = 0
     _log.info("worker %s: polling %s", worker_id, db.safe_url)
+    failures = 0  # consecutive failed claims: back off, and log the traceback only the first time
     try:
         while not stop.is_set():
             try:
                 c = claim(db, worker_id, settings.lease_s)
-            except Exception:
-                _log.warning("worker %s: claim failed; retrying", worker_id, exc_info=True)
-                c = None
+                if failures:
+                    _log.warning("worker %s: the database answers again after %d failed claims", worker_id, failures)
+                failures = 0
+            except Exception as exc:
+                failures += 1
+                wait_s = min(MAX_BACKOFF_S, settings.poll_s * 2 ** min(failures, 16))
+                _log.warning("worker %s: claim failed (%s); retrying in %.1f s", worker_id, type(exc).__name__,
+                             wait_s, exc_info=failures == 1)
+                if once:
+                    break
+                stop.wait(wait_s)
+                continue
             if c is None:
                 if once:
                     break

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from service.api._errors import detail, error_body
+from service.api._errors import TOO_LARGE_FLAG, error_body, too_large_detail
 
 Scope = dict[str, Any]
 
@@ -14,14 +14,13 @@ class BodyTooLarge(Exception):
     pass
 
 
+
 class BodyLimit:
     def __init__(self, app: Any, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
 
     async def _refuse(self, send: Any) -> None:
-        body = json.dumps(error_body([detail("body", f"the request body is larger than {self.max_bytes} bytes",
-                                             "send a smaller body (AUTOPAR_MAX_BODY_BYTES sets the limit)",
-                                             "too_large")])).encode()
+        body = json.dumps(error_body([too_large_detail(self.max_bytes)])).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
@@ -48,6 +47,9 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    # FastAPI's body parsing turns any receive error into a 400; this flag lets the
+                    # error handler answer 413 instead (chunked bodies have no Content-Length to check).
+                    scope[TOO_LARGE_FLAG] = True
                     raise BodyTooLarge
             return message
 

@@ -4,11 +4,13 @@ says how, so a CI log line is enough to correct the call."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from search import AutoparError, SpecError, UnknownPresetError
@@ -29,6 +31,15 @@ _FIXES = {
     "json_invalid": "send valid JSON with Content-Type: application/json",
     "finite_number": "give a finite number", "union_tag_invalid": "use one of the listed values",
 }
+
+
+TOO_LARGE_FLAG = "autopar.body_too_large"
+"""Set in the ASGI scope by _body_limit when a streamed body passes the limit."""
+
+
+def too_large_detail(max_bytes: int) -> dict[str, Any]:
+    return detail("body", f"the request body is larger than {max_bytes} bytes",
+                  "send a smaller body (AUTOPAR_MAX_BODY_BYTES sets the limit)", "too_large")
 
 
 class ApiError(Exception):
@@ -85,10 +96,13 @@ def _api(_: Request, exc: Exception) -> JSONResponse:
                         headers=exc.headers)
 
 
-def _http(_: Request, exc: Exception) -> JSONResponse:
+def _http(request: Request, exc: Exception) -> JSONResponse:
     exc = cast(StarletteHTTPException, exc)
     if exc.status_code == 404:
         item = detail("path", "no such endpoint", "see /docs for the endpoints", "not_found")
+    elif exc.status_code == 400 and request.scope.get(TOO_LARGE_FLAG):
+        item = too_large_detail(request.app.state.autopar.settings.max_body_bytes)
+        return JSONResponse(error_body([item]), status_code=413)
     elif exc.status_code == 400:  # FastAPI: "There was an error parsing the body"
         item = detail("body", f"the body could not be read ({exc.detail})",
                       "send a JSON body with Content-Type: application/json", "json_invalid")
@@ -100,8 +114,25 @@ def _http(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(error_body([item]), status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
 
+_log = logging.getLogger("autopar.api")
+
+
+def _database(_: Request, exc: Exception) -> JSONResponse:
+    """The database failed under us (gone, restarting, schema dropped): 503 in the usual shape, the
+    cause in the log only (it may name hosts), and nothing half-written (the session rolled back)."""
+    _log.error("database error: %s", exc, exc_info=exc)
+    if isinstance(exc, IntegrityError):
+        item = detail("request", "it conflicts with data stored meanwhile", "send the request again", "conflict")
+        return JSONResponse(error_body([item]), status_code=409)
+    item = detail("database", f"the service cannot use its database right now ({type(exc).__name__})",
+                  "retry later; GET /readyz says when the database and its schema are usable again",
+                  "unavailable")
+    return JSONResponse(error_body([item]), status_code=503, headers={"Retry-After": "5"})
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(AutoparError, _spec)
     app.add_exception_handler(ApiError, _api)
     app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(DBAPIError, _database)

@@ -113,6 +113,7 @@ class IdempotentRequest:
         try:
             with db.session() as s:
                 answer = create(s)
+                response = answer.response()  # rendered before the commit: an answer that cannot be sent stores nothing
                 self.remember(s, digest, answer)
         except IntegrityError:
             # Another request with this key committed first: answer as it did. Any other integrity
@@ -121,7 +122,7 @@ class IdempotentRequest:
             if replayed is None:
                 raise
             return replayed
-        return answer.response()
+        return response
 
 
 def idempotent_request(request: Request, principal: Writer, key: KeyHeader = None) -> IdempotentRequest:

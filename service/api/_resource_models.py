@@ -171,7 +171,7 @@ class ClusterPresetList(BaseModel):
 class PredictIn(BaseModel):
     """One configuration of a model on a cluster."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"examples": [{
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, json_schema_extra={"examples": [{
         "model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "nodes": 8},
         "training": {"global_batch": 512, "precision": "bf16"}, "framework": "megatron",
         "config": {"tp": 8, "pp": 2, "sp": True, "micro_batch": 1, "zero_stage": 1, "recompute": "selective"}}]})
@@ -200,7 +200,8 @@ class PredictOut(BaseModel):
 class RunIn(BaseModel):
     """A measured run: a search's ranked configuration (search_id + rank), or a full specification."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False,
+                              json_schema_extra={"examples": [
         {"search_id": "3f9c0e5b8a2d4c6e9f1a2b3c4d5e6f70", "rank": 1, "iteration_time_s": 7.9,
          "peak_memory_bytes": 6.1e10, "oom": False, "notes": "nightly, NCCL 2.21"},
         {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100"}, "training": {"global_batch": 64},
@@ -212,9 +213,11 @@ class RunIn(BaseModel):
     training: TrainingIn | None = None
     framework: Runtime | None = Field(default=None, description="Default: the search's, else megatron.")
     config: ConfigIn | None = None
-    iteration_time_s: float | None = Field(default=None, gt=0, le=1e7,
+    # Bounds that keep prediction errors finite: no training step is under a microsecond, no GPU
+    # peaks under a kilobyte.
+    iteration_time_s: float | None = Field(default=None, ge=1e-6, le=1e7,
                                            description="Measured seconds per iteration; required unless oom.")
-    peak_memory_bytes: float | None = Field(default=None, gt=0, le=1e15,
+    peak_memory_bytes: float | None = Field(default=None, ge=1024, le=1e15,
                                             description="Measured peak GPU memory (max over GPUs).")
     oom: bool = False
     profile_id: Id | None = Field(default=None, description="The profile of the machine it ran on.")

@@ -8,6 +8,7 @@ version serves the GET; a later cost model is judged by predicting the stored re
 from __future__ import annotations
 
 import dataclasses
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any, cast, get_args
@@ -107,7 +108,11 @@ def _with_profile(cluster: ClusterIn, profile_id: str | None, db: Database) -> C
 
 
 def _ratio_error(predicted: float | None, measured: float | None) -> float | None:
-    return predicted / measured - 1.0 if predicted is not None and measured else None
+    """predicted / measured - 1, None when either is missing or the ratio is not finite."""
+    if predicted is None or not measured:
+        return None
+    error = predicted / measured - 1.0
+    return error if math.isfinite(error) else None
 
 
 def run_out(row: Run) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, cast
@@ -209,8 +210,18 @@ async def get_configs(search_id: SearchIdPath, state: State, _: Reader,
     return Response(body, media_type="application/json")
 
 
+_HOST = re.compile(r"[A-Za-z0-9\[][A-Za-z0-9._:\[\]-]{0,252}")
+"""A host name, IPv4 or [IPv6] address: what a rendezvous endpoint, a hostfile and Slurm accept."""
+
+
 def _hosts(text: str | None, num_nodes: int) -> tuple[str, ...]:
     hosts = tuple(h.strip() for h in (text or "").split(",") if h.strip())
+    if text is not None and not hosts:
+        raise SpecError("hosts", f"{text!r} names no host", "give comma-separated host names, or leave hosts out")
+    bad = [h for h in hosts if _HOST.fullmatch(h) is None]
+    if bad:
+        raise SpecError("hosts", f"{bad[0]!r} is not a host name or address",
+                        "use names of letters, digits, '.', '-' and ':' (or [IPv6]), comma-separated")
     if hosts and len(hosts) != num_nodes:
         raise SpecError("hosts", f"{len(hosts)} hosts for {num_nodes} nodes",
                         f"give {num_nodes} comma-separated host names, or none for placeholders node0..")
@@ -224,6 +235,9 @@ def _launch_error(err: SpecError, target: str, framework: str) -> SpecError:
         return SpecError(attr, err.problem, err.fix)
     if err.field == "target":
         return err
+    if owner == "ModelSpec":  # e.g. torchtitan runs only its llama3 flavors: no other target fixes that
+        return SpecError("model", f"{target} cannot launch this model: {err.problem}",
+                         f"{err.fix}; the search's other targets may still launch it")
     return SpecError("target", f"{target} cannot launch this {framework} configuration: {err.field}: {err.problem}",
                      f"use another target, or a rank whose framework it runs ({err.fix})")
 

@@ -16,7 +16,8 @@ Name = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: JSON true is not the integer 1, "64" is not 64 (what the schema says is what is accepted)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class ModelShape(_In):
@@ -81,7 +82,7 @@ class NodeIn(_In):
     inter_node_bytes_per_s: float = Field(gt=0, le=1e15)
     pcie_bytes_per_s: float = Field(gt=0, le=1e15)
     cpu_memory_bytes: float = Field(gt=0, le=1e16)
-    nvme_bytes: float = Field(ge=0, le=1e17)
+    nvme_bytes: float = Field(gt=0, le=1e17)
     nvme_read_bytes_per_s: float = Field(gt=0, le=1e14)
     nvme_write_bytes_per_s: float = Field(gt=0, le=1e14)
     cpu_adam_params_per_s: float = Field(gt=0, le=1e14)

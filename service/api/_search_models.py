@@ -24,7 +24,7 @@ _EXAMPLE_REQUEST: dict[str, Any] = {
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class _Out(BaseModel):
@@ -106,7 +106,9 @@ class SearchOut(_Out):
     error: str | None = Field(description="Why it failed.")
     hints: list[str] = Field(description="When few or no configurations fit: why the closest fail and what "
                              "would fit.")
-    notes: list[str] = Field(description="Figures a hardware profile did not measure (preset values used).")
+    notes: list[str] = Field(description="Why the hardware profile may not describe this cluster (\"stale profile: "
+                                         "...\": age, GPU, node size) and figures it did not measure (preset "
+                                         "values used).")
     request: SearchIn
     links: SearchLinks
 

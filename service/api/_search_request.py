@@ -26,6 +26,7 @@ from search import (
     UnknownPresetError,
     apply_profile,
     enumerate_space,
+    staleness,
 )
 from service.api._search_models import SearchIn
 from service.api._settings import Settings
@@ -165,7 +166,11 @@ def resolve(body: SearchIn, db: Database, settings: Settings) -> ResolvedSearch:
     cluster: ClusterSpec = base
     notes: tuple[str, ...] = ()
     if body.cluster.profile_id is not None:
-        cluster, notes = apply_profile(base, load_profile(db, body.cluster.profile_id))
+        profile = load_profile(db, body.cluster.profile_id)
+        # the same warnings `autopar search --profile` and POST /v1/predict give (age, GPU, node size)
+        stale = tuple(f"stale profile: {why}" for why in staleness(profile, base))
+        cluster, fallbacks = apply_profile(base, profile)
+        notes = stale + tuple(fallbacks)
     return ResolvedSearch(body, model, base, cluster, tuple(notes))
 
 

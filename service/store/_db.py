@@ -106,6 +106,22 @@ def head_revision() -> str:
     return head
 
 
+def known_revisions() -> set[str]:
+    """Every revision in ``migrations/``."""
+    from alembic.script import ScriptDirectory
+
+    return {rev.revision for rev in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("autopar")
+    except PackageNotFoundError:
+        return "(source tree)"
+
+
 class Database:
     """One database: its URL, engine and session factory."""
 
@@ -126,10 +142,34 @@ class Database:
                 s.rollback()
                 raise
 
+    def check_known(self) -> None:
+        """Raise unless this autopar knows the database's revision (a newer autopar may have
+        migrated it: this one would misread its tables, and cannot downgrade it)."""
+        current = self.current_revision()
+        if current is not None and current not in known_revisions():
+            raise SpecError(URL_ENV, f"the database {self.safe_url} was migrated by a newer autopar "
+                            f"(revision {current}); this autopar {_version()} knows up to {head_revision()}",
+                            "run the newer autopar against it, or downgrade it with that version first")
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows per table of the service (tables that exist), to say what a downgrade would drop."""
+        from sqlalchemy import func, inspect, select
+
+        from service.store._tables import Base
+
+        present = set(inspect(self.engine).get_table_names())
+        counts: dict[str, int] = {}
+        with self.engine.connect() as conn:
+            for table in Base.metadata.sorted_tables:
+                if table.name in present:
+                    counts[table.name] = int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+        return counts
+
     def upgrade(self, revision: str = "head") -> None:
         """Apply migrations up to ``revision``."""
         from alembic import command
 
+        self.check_known()
         with self.engine.begin() as conn:
             cfg = alembic_config(self.url)
             cfg.attributes["connection"] = conn
@@ -139,6 +179,7 @@ class Database:
         """Revert migrations down to ``revision`` (``base`` removes every table)."""
         from alembic import command
 
+        self.check_known()
         with self.engine.begin() as conn:
             cfg = alembic_config(self.url)
             cfg.attributes["connection"] = conn
@@ -153,6 +194,7 @@ class Database:
 
     def require_current(self) -> None:
         """Raise unless the schema is at the newest migration (what the code expects)."""
+        self.check_known()
         current, head = self.current_revision(), head_revision()
         if current != head:
             raise SpecError(URL_ENV, f"the database {self.safe_url} is at revision {current or 'none'}, "

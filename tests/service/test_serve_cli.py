@@ -93,13 +93,33 @@ def test_db_upgrade_current_downgrade(backend: str, data_dir: Path, capsys: pyte
     assert code == 0 and f"already at {head}" in out
     code, _, err = run(capsys, "db", "downgrade", "nonsense")
     assert code == 2 and err.startswith("autopar: error: REV: 'nonsense': ") and "one of: 0001" in err and head in err
-    code, out, _ = run(capsys, "db", "downgrade", "base")
+    assert run(capsys, "token", "create", "--scope", "read")[0] == 0
+    code, _, err = run(capsys, "db", "downgrade", "base")  # found by review: it dropped every token silently
+    assert code == 2 and "--yes" in err and "1 api_tokens" in err
+    assert run(capsys, "db", "current")[1].startswith(f"{head} (head) on ")  # nothing dropped
+    code, out, _ = run(capsys, "db", "downgrade", "base", "--yes")
     assert code == 0 and f"{head} -> none" in out
     code, out, _ = run(capsys, "db", "current")
     assert code == 0 and out.startswith(f"none (the newest is {head}: `autopar db upgrade`)")
     db = Database(os.environ.get("AUTOPAR_DATABASE_URL") or f"sqlite:///{data_dir / 'autopar.db'}")
     assert not {"searches", "api_tokens"} & set(inspect(db.engine).get_table_names())
     db.dispose()
+
+
+def test_a_database_migrated_by_a_newer_autopar_is_refused_clearly(data_dir: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from sqlalchemy import text
+
+    assert run(capsys, "db", "upgrade")[0] == 0
+    db = Database(f"sqlite:///{data_dir / 'autopar.db'}")
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    db.dispose()
+    for argv in (["db", "current"], ["db", "upgrade"], ["db", "downgrade", "base", "--yes"], ["worker", "--once"],
+                 ["serve", "--port", str(free_port()), "--workers", "0"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "migrated by a newer autopar (revision 9999)" in err, (argv, err)
+        assert "Traceback" not in err
 
 
 # --- token ---------------------------------------------------------------------------------

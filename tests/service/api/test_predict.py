@@ -78,7 +78,9 @@ def test_invalid_combinations_are_422_naming_the_field(client: TestClient, auth:
         (_body(colour="green"), "colour", "remove this field"),
         (_body(config={"tp": -1}), "config.tp", "greater than or equal to 1"),
         (_body(cluster={"preset": "dgx-h100", "nodes": 0}), "cluster.nodes", "greater than or equal to 1"),
-        (_body(training={"global_batch": 1.5}), "training.global_batch", "whole number"),
+        (_body(training={"global_batch": 1.5}), "training.global_batch", "integer"),
+        (_body(training={"global_batch": True}), "training.global_batch", "integer"),  # strict: true is not 1
+        (_body(training={"global_batch": "512"}), "training.global_batch", "integer"),
         ({k: v for k, v in BODY.items() if k != "training"}, "training", "add this field"),
     ]
     for body, field, word in cases:

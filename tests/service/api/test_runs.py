@@ -74,8 +74,11 @@ def test_bad_runs_are_422_naming_the_field_and_nothing_is_stored(client: TestCli
     cases = [  # (body, the field named, a word of the message or fix)
         ({**SPEC}, "iteration_time_s", "oom"),
         ({**SPEC, "iteration_time_s": None, "oom": False}, "iteration_time_s", "oom"),
-        ({**SPEC, "iteration_time_s": -1.0}, "iteration_time_s", "greater than 0"),
-        ({**SPEC, "iteration_time_s": 1.0, "peak_memory_bytes": 0}, "peak_memory_bytes", "greater than 0"),
+        ({**SPEC, "iteration_time_s": -1.0}, "iteration_time_s", "greater than or equal to 0.000001"),
+        # values whose prediction error would overflow (found by review: it answered 500 after storing)
+        ({**SPEC, "iteration_time_s": 1e-300}, "iteration_time_s", "greater than or equal to 0.000001"),
+        ({**SPEC, "iteration_time_s": 1.0, "peak_memory_bytes": 0}, "peak_memory_bytes", "greater than or equal to 1"),
+        ({**SPEC, "iteration_time_s": 1.0, "peak_memory_bytes": 1e-300}, "peak_memory_bytes", "1024"),
         ({**SPEC, "iteration_time_s": 1.0, "notes": "x" * 2001}, "notes", "shorter"),
         ({**SPEC, "iteration_time_s": 1.0, "oom": "maybe"}, "oom", "true or false"),
         ({**SPEC, "iteration_time_s": 1.0, "colour": "green"}, "colour", "remove this field"),

@@ -83,6 +83,9 @@ def test_search_runs_and_serves_the_ranking_of_search_search(client: TestClient,
     slurm = client.get(f"{best.launch}?target=slurm&hosts=gpu-a&train_script=train.py").json()
     assert "train.py" in slurm["command"] + "".join(slurm["files"].values())
     assert fields(client.get(f"{best.launch}?target=slurm&hosts=a,b")) == ["hosts"]
+    for hosts in (",,,", "gpu-a;reboot", "gpu%20a", "$(id)", "gpu-a%0Anode"):  # review: accepted into scripts
+        assert fields(client.get(f"{best.launch}?target=torchrun&hosts={hosts}")) == ["hosts"], hosts
+    assert client.get(f"{best.launch}?target=torchrun&hosts=[fe80::1]").status_code == 200
     assert fields(client.get(f"{best.launch}?target=deepspeed")) == ["target"]  # a megatron configuration
     assert fields(client.get(f"{best.launch}?target=nope")) == ["target"]
     assert client.get(f"/v1/searches/{queued.id}/configs/6/launch?target=torchrun").status_code == 404
@@ -263,3 +266,22 @@ def test_the_database_refuses_a_second_active_search_for_one_request(app_db: Dat
         s.add_all([row("failed"), row("cancelled"), row("queued")])  # finished ones may repeat
     with pytest.raises(IntegrityError), app_db.session() as s:
         s.add(row("done"))
+
+
+def test_a_search_on_a_profile_of_another_gpu_says_so(client: TestClient, auth: dict[str, str]) -> None:
+    """Found by review: predict warned that an A100 profile does not describe an H100 cluster, the
+    search did not. Both now carry search.staleness()'s reasons."""
+    from datetime import UTC, datetime
+
+    from search import Fingerprint, GemmSample, HardwareProfile
+
+    profile = HardwareProfile(fingerprint=Fingerprint("NVIDIA A100-SXM4-80GB", 8, 8, datetime.now(UTC).isoformat()),
+                              gemm=(GemmSample(8192, 8192, 8192, "bf16", 0.0045),))
+    up = client.post("/v1/profiles", content=profile.to_json(), headers={**auth, "Content-Type": "application/json"})
+    assert up.status_code == 201, up.text
+    body = {"model": {"preset": "llama2-7b"}, "training": {"global_batch": 64}, "top": 2,
+            "cluster": {"preset": "dgx-h100", "profile_id": up.json()["id"]}}
+    r = client.post("/v1/searches", json=body, headers=auth)
+    assert r.status_code == 202, r.text
+    notes = r.json()["notes"]
+    assert any(n.startswith("stale profile:") and "A100" in n for n in notes), notes

@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
@@ -151,3 +152,23 @@ def test_stopping_a_worker_hands_its_search_back(client: TestClient, app_db: Dat
         worker.join()
     back = row(app_db, sid)
     assert (back.status, back.attempts, back.worker_id, back.claim_token) == ("queued", 0, None, None)
+
+
+def test_a_worker_backs_off_while_the_database_is_down(caplog: pytest.LogCaptureFixture) -> None:
+    """Found by review: a worker without its database logged a traceback every poll (2,100 lines in
+    10 s). Now it waits twice as long after each failure and prints the traceback once."""
+    import logging
+
+    from service.api import Settings
+
+    settings = Settings(database_url="postgresql+psycopg://postgres@127.0.0.1:1/none", workers=0, poll_s=0.05)
+    stop = threading.Event()
+    timer = threading.Timer(1.6, stop.set)
+    timer.start()
+    with caplog.at_level(logging.WARNING, logger="autopar.worker"):
+        assert run_worker(settings, stop=stop) == 0
+    timer.cancel()
+    failures = [r for r in caplog.records if "claim failed" in r.getMessage()]
+    # waits 0.1, 0.2, 0.4, 0.8 s: at most 5 attempts in 1.6 s (a fixed 0.05 s poll would make ~30)
+    assert 2 <= len(failures) <= 5, [r.getMessage() for r in failures]
+    assert failures[0].exc_info and not any(r.exc_info for r in failures[1:])
