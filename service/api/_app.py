@@ -9,6 +9,7 @@ starts the API and the workers).
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -24,6 +25,32 @@ def autopar_version() -> str:
         return version("autopar")
     except PackageNotFoundError:  # running from a source tree that was not installed
         return "0+unknown"
+
+
+def _document_app_wide_answers(app: FastAPI) -> None:
+    """Add the answers no single route produces to the OpenAPI document: 413 from the body limit on
+    every operation with a body, 503 from the database error handler on every /v1 operation."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = build()
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+        for path, operations in spec.get("paths", {}).items():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                if "requestBody" in operation:
+                    responses.setdefault("413", {"description": "The body is larger than AUTOPAR_MAX_BODY_BYTES.",
+                                                 "content": error})
+                if path.startswith("/v1/"):
+                    responses.setdefault("503", {"description": "The database is unavailable; retry after the "
+                                                                "Retry-After seconds (GET /readyz says when).",
+                                                 "content": error})
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def create_app(settings: Settings | None = None, *, db: Database | None = None, migrate: bool = True) -> FastAPI:
@@ -58,5 +85,6 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
                    _routes_runs, _routes_docs, _routes_ui):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)  # type: ignore[arg-type]
+    _document_app_wide_answers(app)
     _routes_health.install(app)  # request metrics, the outermost middleware: the 413s above count too
     return app
