@@ -58,8 +58,11 @@ def default_worker_id() -> str:
 class _Lease:
     """Keeps one claim alive while its search runs, and tells the search when to give up."""
 
-    def __init__(self, db: Database, c: Claim, lease_s: float, stop: threading.Event) -> None:
+    def __init__(self, db: Database, c: Claim, lease_s: float, stop: threading.Event,
+                 max_s: float | None = None) -> None:
         self.db, self.claim, self.stop = db, c, stop
+        self.max_s = max_s
+        self.deadline_s = None if max_s is None else time.monotonic() + max_s
         self.interval_s = max(0.05, lease_s / 3)
         self.progress = 0.0
         self.lost = threading.Event()
@@ -100,6 +103,10 @@ class _Lease:
             raise Abandoned("the search was cancelled or its claim was taken by another worker")
         if self.stop.is_set():
             raise Abandoned("the worker is stopping")
+        if self.deadline_s is not None and time.monotonic() > self.deadline_s:
+            raise TooLong(f"the search ran longer than the service's limit of {self.max_s:g} s "
+                          "(AUTOPAR_MAX_TIMEOUT_S) without finishing; give budget.n_trials or budget.timeout_s, "
+                          "or fewer nodes / a smaller model, and POST it again")
 
 
 def ranked_rows(top: tuple[RankedConfig, ...]) -> list[dict[str, Any]]:
@@ -136,8 +143,16 @@ def release(db: Database, c: Claim) -> bool:
         return res.rowcount == 1  # type: ignore[attr-defined]
 
 
-def execute(db: Database, c: Claim, *, lease_s: float = DEFAULT_LEASE_S, stop: threading.Event | None = None) -> bool:
+class TooLong(Exception):
+    """A search passed the service's wall-clock limit for one search."""
+
+
+def execute(db: Database, c: Claim, *, lease_s: float = DEFAULT_LEASE_S, stop: threading.Event | None = None,
+            max_s: float | None = None) -> bool:
     """Run one claimed search and store its result under the claim; True when it was stored.
+
+    ``max_s``: wall-clock limit (the service's AUTOPAR_MAX_TIMEOUT_S): a search still running then
+    fails with that reason, so one request cannot hold a worker indefinitely whatever its budget.
 
     A request the search refuses (SpecError) or any other exception fails the search with the
     message; a cancelled search or a lost claim stores nothing; a stop request releases it."""
@@ -148,7 +163,7 @@ def execute(db: Database, c: Claim, *, lease_s: float = DEFAULT_LEASE_S, stop: t
         return False
     try:
         resolved = from_stored(c.request, db)
-        with _Lease(db, c, lease_s, stop) as lease:
+        with _Lease(db, c, lease_s, stop, max_s) as lease:
             result = search(resolved.model, resolved.cluster, resolved.body.training.global_batch,
                             progress=lease.on_progress, **resolved.search_kwargs())
         stored = finish(db, c, summary(result), ranked_rows(result.top))
@@ -161,7 +176,7 @@ def execute(db: Database, c: Claim, *, lease_s: float = DEFAULT_LEASE_S, stop: t
         else:
             _log.info("search %s: abandoned: %s", c.search_id, why)
         return False
-    except SpecError as err:
+    except (SpecError, TooLong) as err:
         fail(db, c, str(err))
         return False
     except Exception as err:
@@ -209,7 +224,7 @@ def run_worker(settings: Settings, *, worker_id: str | None = None, stop: thread
                 continue
             started = time.perf_counter()
             try:
-                stored = execute(db, c, lease_s=settings.lease_s, stop=stop)
+                stored = execute(db, c, lease_s=settings.lease_s, stop=stop, max_s=settings.max_timeout_s)
             except Exception:  # the database failed while recording a failure: the lease will expire
                 _log.exception("worker %s: search %s could not be recorded", worker_id, c.search_id)
                 stored = False
