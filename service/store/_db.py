@@ -11,9 +11,11 @@ the file; foreign keys are enforced on both databases.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from search import SpecError
 URL_ENV = "AUTOPAR_DATABASE_URL"
 DATA_DIR_ENV = "AUTOPAR_DATA_DIR"
 _DIALECTS = ("sqlite", "postgresql")
+MIGRATION_LOCK_KEY = 0x6175746F706172  # "autopar": the advisory lock taken while migrating
+_ALEMBIC_LOCK = threading.Lock()
 
 
 def data_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -142,6 +146,27 @@ class Database:
                 s.rollback()
                 raise
 
+    @contextmanager
+    def _migrating(self) -> Iterator[Any]:
+        """A connection in a transaction that only one migrator of this database holds at a time.
+
+        Several replicas of ``autopar serve`` starting at once each migrate: the later ones must
+        wait and then find the schema at head, not fail on tables that now exist. PostgreSQL: a
+        transaction-scoped advisory lock. SQLite (one host by nature): an exclusive flock on a file
+        beside the database. In one process, Alembic's module-global context also needs a lock."""
+        with _ALEMBIC_LOCK, ExitStack() as stack:
+            if self.dialect == "sqlite":
+                database = make_url(self.url).database
+                if database and database != ":memory:":
+                    lock_file = stack.enter_context(open(f"{Path(database).expanduser()}.migrate-lock", "a"))
+                    fcntl.flock(lock_file, fcntl.LOCK_EX)
+            conn = stack.enter_context(self.engine.begin())
+            if self.dialect == "postgresql":
+                from sqlalchemy import text
+
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            yield conn
+
     def check_known(self) -> None:
         """Raise unless this autopar knows the database's revision (a newer autopar may have
         migrated it: this one would misread its tables, and cannot downgrade it)."""
@@ -170,7 +195,7 @@ class Database:
         from alembic import command
 
         self.check_known()
-        with self.engine.begin() as conn:
+        with self._migrating() as conn:
             cfg = alembic_config(self.url)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
@@ -180,7 +205,7 @@ class Database:
         from alembic import command
 
         self.check_known()
-        with self.engine.begin() as conn:
+        with self._migrating() as conn:
             cfg = alembic_config(self.url)
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, revision)

@@ -77,3 +77,19 @@ def test_settings_read_the_environment_and_name_the_variable_on_bad_values() -> 
         with pytest.raises(SpecError) as err:
             Settings.from_env({name: value})
         assert err.value.field == name
+
+
+def test_replicas_migrating_one_database_at_once_do_not_collide(db_url: str) -> None:
+    """Several `autopar serve` replicas (processes) starting together each migrate: the later ones
+    wait and find the schema at head instead of failing on tables that now exist."""
+    import subprocess
+    import sys
+
+    code = "import sys; from service.store import Database; Database(sys.argv[1]).upgrade()"
+    procs = [subprocess.Popen([sys.executable, "-c", code, db_url], stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    db = Database(db_url)
+    assert db.current_revision() == head_revision()
+    db.dispose()
