@@ -8,7 +8,8 @@ written in the transaction that writes the resource: either both exist or neithe
 requests with one key race, the primary key lets one commit and the other replays its answer.
 
 Only successful answers are stored: a request refused with 4xx wrote nothing, so retrying it after
-fixing the body with the same key is allowed. Keys are kept (no expiry yet).
+fixing the body with the same key is allowed. Keys expire after 24 hours (``KEY_TTL``, as Stripe's
+do): a retry comes within minutes, and an old key may then be used for a new request.
 
 Use from a POST route::
 
@@ -22,23 +23,27 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.api._errors import ApiError
 from service.api._state import Writer
-from service.store import Database, IdempotencyKey
+from service.store import Database, IdempotencyKey, utc_now
 
 HEADER = "Idempotency-Key"
+KEY_TTL = timedelta(hours=24)
 REPLAYED = "Idempotent-Replayed"
 _HEADER_DOC = ("Any unique string (a UUID) per logical request. Sending the same request again with the "
                "same key returns the first answer (status, body, Location) with `Idempotent-Replayed: true` "
-               "instead of creating a second resource; the same key with a different body is a 422.")
+               "instead of creating a second resource; the same key with a different body is a 422. Keys expire "
+               "after 24 hours.")
 
 KeyHeader = Annotated[str | None, Header(alias=HEADER, min_length=1, max_length=200, description=_HEADER_DOC)]
 
@@ -56,6 +61,11 @@ class Answer:
         if replayed:
             headers[REPLAYED] = "true"
         return JSONResponse(self.body, status_code=self.status_code, headers=headers)
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they are UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 def body_hash(payload: BaseModel | dict[str, Any]) -> str:
@@ -82,6 +92,9 @@ class IdempotentRequest:
             return None
         with db.session() as s:
             row = s.get(IdempotencyKey, (self.key, self.principal))
+            if row is not None and _aware(row.created_at) < utc_now() - KEY_TTL:
+                s.delete(row)  # expired: the key is free again
+                row = None
             if row is None:
                 return None
             same = (row.body_hash, row.method, row.path) == (digest, self.method, self.path)
@@ -96,9 +109,13 @@ class IdempotentRequest:
         """Store ``answer`` under the key in session ``s`` (the resource's transaction)."""
         if self.key is None:
             return
+        # this caller's expired keys go with each new one, so the table does not grow without bound
+        s.execute(delete(IdempotencyKey).where(IdempotencyKey.principal == self.principal,
+                                               IdempotencyKey.created_at < utc_now() - KEY_TTL)
+                  .execution_options(synchronize_session=False))
         s.add(IdempotencyKey(key=self.key, principal=self.principal, method=self.method, path=self.path,
                              body_hash=digest, status_code=answer.status_code, response=answer.body,
-                             location=answer.location))
+                             location=answer.location, created_at=utc_now()))
 
     def respond(self, db: Database, payload: BaseModel | dict[str, Any],
                 create: Callable[[Session], Answer]) -> Response:

@@ -137,3 +137,25 @@ def test_other_posts_replay_under_their_key_too(client: TestClient, app_db: Data
     fresh = client.post(path, json=body, headers={**auth, "Idempotency-Key": f"k2-{path}"})
     assert fresh.status_code == 201 and fresh.headers["location"] != first.headers["location"]
     assert count(app_db, table) == 2
+
+
+def test_keys_expire_after_a_day(client: TestClient, app_db: Database, auth: dict[str, str]) -> None:
+    """An expired key may carry a new request, and expired keys are purged as new ones arrive."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from service.store import utc_now
+
+    headers = {**auth, "Idempotency-Key": "old"}
+    assert client.post("/v1/searches", json=BODY, headers=headers).status_code == 202
+    with app_db.session() as s:
+        s.execute(update(IdempotencyKey).values(created_at=utc_now() - timedelta(hours=25)))
+    r = client.post("/v1/searches", json={**BODY, "top": 4}, headers=headers)  # fresh again: no 422
+    assert r.status_code == 202 and "idempotent-replayed" not in r.headers
+    assert count(app_db, IdempotencyKey) == 1
+    with app_db.session() as s:
+        s.execute(update(IdempotencyKey).values(created_at=utc_now() - timedelta(hours=25)))
+    assert client.post("/v1/searches", json={**BODY, "top": 2},
+                       headers={**auth, "Idempotency-Key": "new"}).status_code == 202
+    assert count(app_db, IdempotencyKey) == 1  # "old" was purged when "new" was stored
