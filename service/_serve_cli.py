@@ -1,9 +1,9 @@
-"""``autopar serve | worker | db | token``: run the REST service and look after its database.
+"""``autopar serve | worker``: run the REST service and its search workers.
 
     autopar serve [--host 127.0.0.1] [--port 8000] [--workers N]   # API + N worker processes
     autopar worker [--once]                   # one more worker, on any machine that reaches the database
-    autopar db upgrade [REV] | downgrade REV | current
-    autopar token create --scope read|write [--name NAME] [--json] | list [--json] | revoke ID
+
+(``autopar db`` and ``autopar token`` live in ``service/_admin_cli.py``.)
 
 ``serve`` migrates the database once, starts the workers (spawned, so they share nothing with
 the API process but the database), then runs uvicorn in the main process. SIGINT or SIGTERM
@@ -20,34 +20,29 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import json
 import os
 import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from search import SpecError
+from service._db_access import current_database, reachable
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
     from service.api import Settings
-    from service.store import Database
 
-_FIX_DB = "check AUTOPAR_DATABASE_URL and that the database server is running"
 _RESTART_EVERY_S = 5.0
 """A worker process that died is started again, at most this often per slot."""
 
 
 def add_serve_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``serve``, ``worker``, ``db`` and ``token`` to ``autopar``'s subparsers."""
+    """Add ``serve`` and ``worker`` to ``autopar``'s subparsers."""
     p = sub.add_parser("serve", help="run the REST service and its search workers",
                        description="Migrate the database, start the search workers and serve the REST API "
                                    "(AUTOPAR_DATABASE_URL, AUTOPAR_DATA_DIR and the other AUTOPAR_* settings apply).")
@@ -68,78 +63,6 @@ def add_serve_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                                    "(SIGTERM or Ctrl+C: the current search goes back to the queue).")
     w.add_argument("--once", action="store_true", help="run at most one search, then exit")
     w.set_defaults(handler=_worker)
-
-    d = sub.add_parser("db", help="migrate the service database", description="Alembic migrations of the service "
-                       "database (AUTOPAR_DATABASE_URL, else the SQLite file in AUTOPAR_DATA_DIR).")
-    dsub = d.add_subparsers(dest="db_command", required=True, metavar="ACTION")
-    up = dsub.add_parser("upgrade", help="apply migrations (default: up to head)")
-    up.add_argument("revision", nargs="?", default="head", metavar="REV")
-    down = dsub.add_parser("downgrade", help="revert migrations down to REV (base: drop every table)")
-    down.add_argument("revision", metavar="REV")
-    down.add_argument("--yes", action="store_true", help="drop tables even when they hold data (back it up first)")
-    dsub.add_parser("current", help="the revision the database is at, and the newest one")
-    d.set_defaults(handler=_db)
-
-    t = sub.add_parser("token", help="create, list and revoke API tokens",
-                       description="API tokens for the REST service: send one as 'Authorization: Bearer <token>'.")
-    tsub = t.add_subparsers(dest="token_command", required=True, metavar="ACTION")
-    create = tsub.add_parser("create", help="create a token (printed once)")
-    create.add_argument("--scope", required=True, metavar="read|write", help="write includes read")
-    create.add_argument("--name", default="unnamed", help="what the token is for (default: unnamed)")
-    create.add_argument("--json", action="store_true", help="print the token and its id as JSON")
-    tlist = tsub.add_parser("list", help="list tokens (ids, names, scopes, dates; never the tokens)")
-    tlist.add_argument("--json", action="store_true", help="print the list as JSON")
-    revoke = tsub.add_parser("revoke", help="revoke a token by id")
-    revoke.add_argument("token_id", metavar="ID")
-    t.set_defaults(handler=_token)
-
-
-# --- database access shared by the commands -------------------------------------------------
-
-
-@contextmanager
-def reachable(db: Database) -> Iterator[None]:
-    """Turn 'cannot connect' into a SpecError that names the URL (password hidden) and the fix."""
-    from sqlalchemy.exc import InterfaceError, OperationalError
-
-    try:
-        yield
-    except (OperationalError, InterfaceError) as exc:
-        from service.store import URL_ENV
-
-        reason = (str(exc.orig or exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise SpecError(URL_ENV, f"cannot use the database {db.safe_url}: {reason}", _FIX_DB) from None
-
-
-def open_database(*, must_exist: bool) -> tuple[Settings, Database]:
-    """The settings and database of the environment; with ``must_exist``, a missing SQLite file is an
-    error rather than a new empty database (commands that only read or add rows create nothing)."""
-    from sqlalchemy.engine import make_url
-
-    from service.api import Settings
-    from service.store import URL_ENV, Database
-    from service.store._db import check_url
-
-    settings = Settings.from_env()
-    if must_exist and check_url(settings.database_url) == "sqlite":
-        path = make_url(settings.database_url).database
-        if not path or path == ":memory:" or not Path(path).expanduser().exists():
-            raise SpecError(URL_ENV, f"there is no database at {settings.database_url}",
-                            "start `autopar serve` or run `autopar db upgrade` first (or set AUTOPAR_DATA_DIR "
-                            "or AUTOPAR_DATABASE_URL to the service's database)")
-    return settings, Database(settings.database_url)
-
-
-def _current_database() -> tuple[Settings, Database]:
-    """An existing database whose schema is at head, else a SpecError that says what to run."""
-    settings, db = open_database(must_exist=True)
-    try:
-        with reachable(db):
-            db.require_current()
-    except SpecError:
-        db.dispose()
-        raise
-    return settings, db
 
 
 # --- serve and worker ----------------------------------------------------------------------
@@ -324,7 +247,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    settings, db = _current_database()
+    settings, db = current_database()
     db.dispose()
     stop = threading.Event()
 
@@ -350,132 +273,3 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- db ------------------------------------------------------------------------------------
-
-
-def _revisions() -> list[str]:
-    from alembic.script import ScriptDirectory
-
-    from service.store._db import alembic_config
-
-    return [r.revision for r in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()][::-1]
-
-
-def _db(args: argparse.Namespace) -> int:
-    from alembic.util import CommandError
-
-    from service.store import head_revision
-
-    _, db = open_database(must_exist=args.db_command != "upgrade")
-    head = head_revision()
-    try:
-        with reachable(db):
-            db.check_known()
-            before = db.current_revision()
-            try:
-                if args.db_command == "upgrade":
-                    db.upgrade(args.revision)
-                elif args.db_command == "downgrade":
-                    rows = {table: n for table, n in db.row_counts().items() if n and table != "alembic_version"}
-                    if rows and not args.yes:
-                        held = ", ".join(f"{n} {table}" for table, n in rows.items())
-                        raise SpecError("--yes", f"downgrading to {args.revision} may drop tables that hold data "
-                                        f"({held}), tokens included", "back the database up, stop the servers and "
-                                        "workers using it, then repeat with --yes")
-                    db.downgrade(args.revision)
-            except CommandError as exc:
-                raise SpecError("REV", f"{args.revision!r}: {exc}",
-                                f"use head, base or one of: {', '.join(_revisions())}") from None
-            after = db.current_revision()
-    finally:
-        db.dispose()
-    state = "head" if after == head else f"the newest is {head}: `autopar db upgrade`"
-    if args.db_command == "current":
-        print(f"{after or 'none'} ({state}) on {db.safe_url}")
-    else:
-        change = f"{before or 'none'} -> {after or 'none'}" if before != after else f"already at {after or 'none'}"
-        print(f"{args.db_command}: {change} ({state}) on {db.safe_url}")
-    return 0
-
-
-# --- token ---------------------------------------------------------------------------------
-
-
-def _when(moment: datetime | None) -> str | None:
-    """ISO 8601 in UTC (SQLite hands back naive datetimes; they are UTC)."""
-    if moment is None:
-        return None
-    return (moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)).isoformat(
-        timespec="seconds")
-
-
-def _token(args: argparse.Namespace) -> int:
-    from service.api._auth import SCOPES
-
-    if args.token_command == "create":
-        scopes = [s.strip() for s in args.scope.split(",") if s.strip()]
-        unknown = [s for s in scopes if s not in SCOPES]
-        if unknown or not scopes:  # checked before the database is opened: nothing is touched
-            raise SpecError("--scope", f"{', '.join(unknown) or 'nothing'} is not a scope", "use read or write")
-        args.scopes = scopes
-    _, db = _current_database()
-    try:
-        return {"create": _token_create, "list": _token_list, "revoke": _token_revoke}[args.token_command](db, args)
-    finally:
-        db.dispose()
-
-
-def _token_create(db: Database, args: argparse.Namespace) -> int:
-    from service.api._auth import create_token
-    from service.store import ApiToken
-
-    token_id, token = create_token(db, args.name, args.scopes)
-    with db.session() as s:
-        scopes = s.get_one(ApiToken, token_id).scopes.split()
-    if args.json:
-        print(json.dumps({"id": token_id, "name": args.name, "scopes": scopes, "token": token,
-                          "header": f"Authorization: Bearer {token}"}, indent=2))
-        return 0
-    print(f"token {token_id} ({args.name}, scopes: {' '.join(scopes)}); shown only now, store it:\n{token}\n"
-          f"use it as:  curl -H 'Authorization: Bearer {token}' http://127.0.0.1:8000/v1/...\n"
-          f"revoke it:  autopar token revoke {token_id}")
-    return 0
-
-
-def _token_list(db: Database, args: argparse.Namespace) -> int:
-    from sqlalchemy import select
-
-    from service.store import ApiToken
-
-    with db.session() as s:
-        rows = s.execute(select(ApiToken).order_by(ApiToken.created_at, ApiToken.id)).scalars().all()
-    tokens = [{"id": r.id, "name": r.name, "scopes": r.scopes.split(), "created_at": _when(r.created_at),
-               "last_used_at": _when(r.last_used_at), "revoked_at": _when(r.revoked_at)} for r in rows]
-    if args.json:
-        print(json.dumps(tokens, indent=2))
-        return 0
-    if not tokens:
-        print("no tokens: create one with `autopar token create --scope read|write`")
-        return 0
-    header = ("id", "name", "scopes", "created", "last used", "revoked")
-    table = [header, *((r.id, r.name, r.scopes, _when(r.created_at) or "-", _when(r.last_used_at) or "-",
-                        _when(r.revoked_at) or "-") for r in rows)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return 0
-
-
-def _token_revoke(db: Database, args: argparse.Namespace) -> int:
-    from service.api._auth import revoke_token
-    from service.store import ApiToken
-
-    if revoke_token(db, args.token_id):
-        print(f"revoked {args.token_id}: the API refuses it within seconds (its token cache)")
-        return 0
-    with db.session() as s:
-        row = s.get(ApiToken, args.token_id)
-    if row is None:
-        raise SpecError("ID", f"there is no token {args.token_id!r}", "see the ids with `autopar token list`")
-    print(f"{args.token_id} was already revoked at {_when(row.revoked_at)}")
-    return 0

@@ -33,6 +33,7 @@ from search import (
 )
 from search._model_presets import MODEL_PRESETS
 from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
+from service._admin_cli import add_admin_parsers
 from service._profile_cli import add_profile_parser
 from service._search_cli import add_search_parser
 from service._serve_cli import add_serve_parsers
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_search_parser(sub)
     add_profile_parser(sub)
     add_serve_parsers(sub)
+    add_admin_parsers(sub)
     return parser
 
 
