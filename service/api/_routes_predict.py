@@ -28,7 +28,7 @@ from service.api._resource_models import PredictIn, PredictOut, error_responses
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
 from service.api._search_request import request_field
 from service.api._specs import cluster_spec, model_spec, parallel_config
-from service.api._state import State, Writer
+from service.api._state import Reader, State
 from service.store import Database
 
 router = APIRouter(prefix="/v1", tags=["predict"])
@@ -88,8 +88,9 @@ def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework
                          "of applying it and the reasons it may be stale. An invalid combination (a tp that does "
                          "not divide the heads, degrees that do not divide the GPUs, a batch that does not split) "
                          "is a 422 naming the field; a valid configuration that does not fit is a 200 with "
-                         "feasible=false and the reasons.")
-def predict_one(body: PredictIn, _: Writer, state: State) -> dict[str, Any]:
+                         "feasible=false and the reasons. It stores nothing, so it needs only the read scope "
+                         "(no token while reads are open).")
+def predict_one(body: PredictIn, _: Reader, state: State) -> dict[str, Any]:
     ev = evaluate(body.model, body.cluster, body.training, body.framework, body.config, state.db)
     return {"model": ev.model.name, "cluster": ev.cluster.name, "num_nodes": ev.cluster.num_nodes,
             "world_size": ev.cluster.world_size, "framework": ev.training.framework,

@@ -4,6 +4,7 @@ says."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -23,7 +24,9 @@ from search import (
     predict,
     staleness,
 )
+from service.api import Settings, create_app
 from service.cli import main
+from service.store import Database
 
 BODY = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "nodes": 8},
         "training": {"global_batch": 512}, "framework": "megatron",
@@ -126,8 +129,12 @@ def test_an_uploaded_profile_changes_the_prediction_as_apply_profile_says(client
     assert any("A100" in w for w in out["profile_warnings"])
 
 
-def test_predict_needs_a_write_token(client: TestClient, read_token: str) -> None:
-    r = client.post("/v1/predict", json=BODY)
-    assert r.status_code == 401 and r.json()["detail"][0]["field"] == "Authorization"
-    r = client.post("/v1/predict", json=BODY, headers={"Authorization": f"Bearer {read_token}"})
-    assert r.status_code == 403 and "write" in r.json()["detail"][0]["fix"]
+def test_predict_is_a_read(client: TestClient, read_token: str, settings: Settings, app_db: Database) -> None:
+    """Predict stores nothing: a read token suffices, and no token while reads are open."""
+    assert client.post("/v1/predict", json=BODY).status_code == 200
+    assert client.post("/v1/predict", json=BODY, headers={"Authorization": f"Bearer {read_token}"}).status_code == 200
+    closed = dataclasses.replace(settings, open_reads=False)
+    with TestClient(create_app(closed, db=app_db, migrate=False)) as c:
+        r = c.post("/v1/predict", json=BODY)
+        assert r.status_code == 401 and r.json()["detail"][0]["field"] == "Authorization"
+        assert c.post("/v1/predict", json=BODY, headers={"Authorization": f"Bearer {read_token}"}).status_code == 200
