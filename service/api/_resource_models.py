@@ -250,6 +250,22 @@ class RunOut(BaseModel):
     created_at: datetime
 
 
+class AccuracyOut(BaseModel):
+    """How well the stored predictions matched the stored measurements."""
+
+    runs: int = Field(description="Runs matching the filters.")
+    timed: int = Field(description="Runs with a measured and a predicted iteration time.")
+    time_mape: float | None = Field(description="Mean |predicted/measured - 1| of the iteration time.")
+    time_median_ape: float | None = Field(description="Median of the same.")
+    time_worst_ape: float | None = Field(description="Largest of the same.")
+    time_bias: float | None = Field(description="Mean predicted/measured - 1 (negative: predictions too fast).")
+    memory_measured: int = Field(description="Runs with a measured and a predicted peak memory.")
+    memory_mape: float | None = Field(description="Mean |predicted/measured - 1| of the peak memory per GPU.")
+    oom_judged: int = Field(description="Runs with both an OOM outcome and a fit verdict.")
+    oom_agreement: float | None = Field(description="Share of them where 'fits' and 'did not run out of memory' "
+                                                    "agree.")
+
+
 class RunPage(BaseModel):
     """A page of runs, newest first."""
 

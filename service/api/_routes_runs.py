@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any, cast, get_args
@@ -22,7 +23,7 @@ from search import SpecError
 from service.api._app import autopar_version
 from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency
-from service.api._resource_models import RunIn, RunOut, RunPage, error_responses
+from service.api._resource_models import AccuracyOut, RunIn, RunOut, RunPage, error_responses
 from service.api._routes_predict import evaluate
 from service.api._routes_profiles import as_utc
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
@@ -179,16 +180,57 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> dict[str, Any]:
-    where: list[ColumnElement[bool]] = []
-    if search_id is not None:
-        where.append(Run.search_id == search_id)
-    if model is not None:
-        where.append(_model_name() == model)
+    where = _filters(search_id, model)
     with state.db.session() as s:
         total = s.execute(select(func.count()).select_from(Run).where(*where)).scalar_one()
         rows = s.execute(select(Run).where(*where).order_by(Run.created_at.desc(), Run.id.desc())
                          .limit(limit).offset(offset)).scalars().all()
     return {"data": [run_out(row) for row in rows], "count": total, "limit": limit, "offset": offset}
+
+
+def _filters(search_id: str | None, model: str | None) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = []
+    if search_id is not None:
+        where.append(Run.search_id == search_id)
+    if model is not None:
+        where.append(_model_name() == model)
+    return where
+
+
+MAX_ACCURACY_RUNS = 100_000
+
+
+@router.get("/accuracy", response_model=AccuracyOut, responses=error_responses(401, 403, 422),
+            summary="How well predictions matched the stored runs (MAPE of time and memory, OOM agreement)")
+def accuracy(
+    _: Reader,
+    state: State,
+    search_id: Annotated[str | None, Query(max_length=32, description="Runs of this search.")] = None,
+    model: Annotated[str | None, Query(max_length=100, description="A model preset or custom shape name.")] = None,
+) -> dict[str, Any]:
+    """The cost model's error on this cluster's own measurements: the figure to check before
+    trusting a ranking, and the data for refitting the calibration constants. Over the newest
+    100,000 matching runs; the predictions are the ones stored with each run (its autopar version)."""
+    cols = (Run.iteration_time_s, Run.predicted_iteration_time_s, Run.peak_memory_bytes,
+            Run.predicted_peak_memory_bytes, Run.oom, Run.predicted_fits)
+    with state.db.session() as s:
+        rows = s.execute(select(*cols).where(*_filters(search_id, model)).order_by(Run.created_at.desc())
+                         .limit(MAX_ACCURACY_RUNS)).all()
+    time_errors = [e for e in (_ratio_error(r[1], r[0]) for r in rows) if e is not None]
+    memory_errors = [e for e in (_ratio_error(r[3], r[2]) for r in rows) if e is not None]
+    judged = [r for r in rows if r[5] is not None]
+    time_abs = sorted(abs(e) for e in time_errors)
+    return {
+        "runs": len(rows), "timed": len(time_errors),
+        "time_mape": statistics.fmean(time_abs) if time_abs else None,
+        "time_median_ape": statistics.median(time_abs) if time_abs else None,
+        "time_worst_ape": time_abs[-1] if time_abs else None,
+        "time_bias": statistics.fmean(time_errors) if time_errors else None,
+        "memory_measured": len(memory_errors),
+        "memory_mape": statistics.fmean(abs(e) for e in memory_errors) if memory_errors else None,
+        "oom_judged": len(judged),
+        "oom_agreement": sum(r[5] == (not r[4]) for r in judged) / len(judged) if judged else None,
+    }
 
 
 @router.get("/{run_id}", response_model=RunOut, responses=error_responses(401, 403, 404, 422),

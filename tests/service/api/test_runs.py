@@ -181,3 +181,25 @@ def test_runs_need_tokens(client: TestClient, settings: Settings, app_db: Databa
     with TestClient(create_app(dataclasses.replace(settings, open_reads=False), db=app_db, migrate=False)) as c:
         assert c.get("/v1/runs").status_code == 401 and c.get("/v1/runs/x").status_code == 401
         assert c.get("/v1/runs", headers={"Authorization": f"Bearer {read_token}"}).status_code == 200
+
+
+def test_accuracy_sums_up_the_stored_prediction_errors(client: TestClient, auth: dict[str, str]) -> None:
+    predicted = _predicted(FITS)
+    t, m = predicted.iteration_time_s, predicted.peak_memory_bytes_per_gpu
+    assert client.get("/v1/runs/accuracy").json() == {
+        "runs": 0, "timed": 0, "time_mape": None, "time_median_ape": None, "time_worst_ape": None,
+        "time_bias": None, "memory_measured": 0, "memory_mape": None, "oom_judged": 0, "oom_agreement": None}
+    _post(client, auth, **SPEC, iteration_time_s=t / 1.25, peak_memory_bytes=m)   # predicted 25 % slow
+    _post(client, auth, **SPEC, iteration_time_s=t / 0.9)                          # predicted 10 % fast
+    _post(client, auth, **{**SPEC, "config": {"dp": 8}}, iteration_time_s=None, oom=True)  # OOM, predicted too
+    _post(client, auth, **{**SPEC, "config": {"dp": 8}}, iteration_time_s=2.0)   # ran, but predicted OOM
+    acc = client.get("/v1/runs/accuracy").json()
+    assert acc["runs"] == 4 and acc["timed"] == 3 and acc["memory_measured"] == 1
+    oom_time_error = _predicted(OOM).iteration_time_s / 2.0 - 1
+    errors = [0.25, -0.1, oom_time_error]
+    assert acc["time_mape"] == pytest.approx(sum(abs(e) for e in errors) / 3)
+    assert acc["time_bias"] == pytest.approx(sum(errors) / 3)
+    assert acc["time_worst_ape"] == pytest.approx(max(abs(e) for e in errors))
+    assert acc["memory_mape"] == pytest.approx(0.0, abs=1e-12)
+    assert (acc["oom_judged"], acc["oom_agreement"]) == (4, 0.75)
+    assert client.get("/v1/runs/accuracy?model=llama3-70b").json()["runs"] == 0
