@@ -230,6 +230,7 @@ def _serve(args: argparse.Namespace) -> int:
                   f"{workers or 'no'} worker process{'es' if workers != 1 else ''}"
                   f"{'' if workers else ' (searches wait for `autopar worker`)'}\n"
                   f"  database: {db.safe_url} (schema {revision})\n"
+                  f"  explorer: {url}/\n"
                   f"  API docs: {url}/docs\n"
                   f"  try:      curl {url}/v1/presets/models\n"
                   f"  writes:   autopar token create --scope write, then send 'Authorization: Bearer <token>'\n"
