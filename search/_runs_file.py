@@ -99,6 +99,15 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         step = pp * vp
         layers = max(step, round(estimate / step) * step)
     activation = m.get("activation") or "gelu"
+    llama_like = activation == "swiglu"
+
+    def given(key: str, default: Any) -> Any:
+        """The record's value where it states one (files written by ``autopar runs export`` do),
+        else what the published runs imply: SwiGLU models are Llama-like (RoPE, RMSNorm, no
+        biases, untied head), GeLU models GPT-like."""
+        value = m.get(key)
+        return default if value is None else value
+
     return ModelSpec(
         name=str(m.get("name") or "model"),
         layers=int(layers),
@@ -109,12 +118,12 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         vocab=vocab,
         seq_len=int(m["seq_len"]),
         activation=cast(Activation, activation),
-        tied_embeddings=activation != "swiglu",
-        position_embedding="rope" if activation == "swiglu" else "learned",
-        bias=activation != "swiglu",
-        norm="rmsnorm" if activation == "swiglu" else "layernorm",
+        tied_embeddings=bool(given("tied_embeddings", not llama_like)),
+        position_embedding=given("position_embedding", "rope" if llama_like else "learned"),
+        bias=bool(given("bias", not llama_like)),
+        norm=given("norm", "rmsnorm" if llama_like else "layernorm"),
         attention=m.get("attention") or "flash",
-        dropout=dropout,
+        dropout=bool(given("dropout", dropout)),
     )
 
 

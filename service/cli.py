@@ -35,6 +35,7 @@ from search._model_presets import MODEL_PRESETS
 from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
 from service._admin_cli import add_admin_parsers
 from service._profile_cli import add_profile_parser
+from service._runs_cli import add_runs_parser
 from service._search_cli import add_search_parser
 from service._serve_cli import add_serve_parsers
 from service._spec_files import load_cluster, load_model
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile_parser(sub)
     add_serve_parsers(sub)
     add_admin_parsers(sub)
+    add_runs_parser(sub)
     return parser
 
 

@@ -1,0 +1,301 @@
+"""``autopar runs export``: the service's measured runs as a calibration file.
+
+    autopar runs export [--out FILE] [--search-id ID] [--model NAME] [--json]
+
+Writes the runs stored by ``POST /v1/runs`` as a JSON list in the calibration schema
+(``shared/calibration/README.md``, the ``runs.json`` schema), so that
+``python benchmarks/fidelity.py --data FILE`` measures the cost model against this cluster's own
+runs and ``python benchmarks/fit_constants.py --data FILE`` can refit its constants on them.
+
+The schema names a GPU by its ``hardware.json`` id and leaves some model fields to the loader
+(``search._runs_file``: tied embeddings, position embedding, biases and norm follow the activation,
+dropout the framework; a cluster is its GPU's preset node). A run is exported only when that loader
+reads its record back into the specs the service predicted it with; every other run (a custom GPU,
+a custom node, a model the schema cannot describe, a request this autopar cannot read) is skipped
+and the reason printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from search import AutoparError, ClusterSpec, GPUSpec, ModelSpec, ParallelConfig, SpecError, TrainingSpec
+from search._cluster_presets import GPUS
+from search._runs_file import NODE_FOR_GPU, run_from_record
+
+if TYPE_CHECKING:
+    from service.store import Database, Run
+
+SOURCE = "autopar service"
+DEFAULT_OUT = Path("autopar-runs.json")
+CALIBRATION_GPU_IDS: tuple[str, ...] = tuple(gpu for gpu in GPUS if gpu in NODE_FOR_GPU)
+"""GPUs the calibration loader can build a cluster for: ids of ``shared/calibration/hardware.json``."""
+
+
+def add_runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``runs`` to ``autopar``'s subparsers."""
+    r = sub.add_parser("runs", help="export the service's measured runs for calibration",
+                       description="The measured runs stored by POST /v1/runs (AUTOPAR_DATABASE_URL, else the SQLite "
+                       "file in AUTOPAR_DATA_DIR).")
+    rsub = r.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
+    e = rsub.add_parser("export", help="write the runs in the calibration schema (benchmarks/fidelity.py --data)",
+                        description="Write the stored runs as a JSON list in the calibration schema of "
+                        "shared/calibration/README.md, for benchmarks/fidelity.py --data FILE and "
+                        "benchmarks/fit_constants.py --data FILE. Runs the schema cannot describe are skipped "
+                        "with the reason; the summary goes to stderr.")
+    e.add_argument("--out", type=Path, metavar="FILE", help=f"file to write (default: {DEFAULT_OUT})")
+    e.add_argument("--search-id", metavar="ID", help="only the runs of this search")
+    e.add_argument("--model", metavar="NAME", help="only the runs of this model preset or custom shape name")
+    e.add_argument("--json", action="store_true", help="print the list to stdout instead of writing a file")
+    r.set_defaults(handler=_runs)
+
+
+class Skip(Exception):
+    """A run the calibration schema cannot carry; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Specs:
+    """What a stored run was predicted with (its hardware profile aside)."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    config: ParallelConfig
+    training: TrainingSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """The records of the exported runs, and the runs skipped with their reasons."""
+
+    records: list[dict[str, Any]]
+    skipped: list[tuple[str, str]]
+    """(run id, reason)"""
+    other_versions: Counter[str]
+    """Exported runs predicted at upload by another autopar version: version -> runs."""
+    with_profile: int
+    """Exported runs whose stored prediction used a hardware profile (the record has preset figures)."""
+
+
+def stored_specs(request: dict[str, Any], db: Database) -> Specs:
+    """The specs POST /v1/runs predicted a stored request with, without its hardware profile."""
+    from service.api._schemas import ClusterIn, ModelIn, TrainingIn
+    from service.api._specs import cluster_spec, model_spec
+
+    cluster_in = ClusterIn.model_validate(request["cluster"]).model_copy(update={"profile_id": None})
+    training = TrainingIn.model_validate(request["training"])
+    return Specs(model_spec(ModelIn.model_validate(request["model"])), cluster_spec(cluster_in, db)[0],
+                 ParallelConfig(**request["config"]),
+                 TrainingSpec(global_batch=training.global_batch, precision=training.precision,
+                              framework=request["framework"]))
+
+
+def calibration_gpu_id(gpu_spec: GPUSpec) -> str | None:
+    """The ``hardware.json`` id of a GPU: a preset's own id, else the preset with the same figures
+    (a custom GPU copied from GET /v1/presets/clusters under another name); None when none has them."""
+    if gpu_spec.name in CALIBRATION_GPU_IDS and GPUS[gpu_spec.name] == gpu_spec:
+        return gpu_spec.name
+    for gpu_id in CALIBRATION_GPU_IDS:
+        if dataclasses.replace(gpu_spec, name=gpu_id) == GPUS[gpu_id]:
+            return gpu_id
+    return None
+
+
+def _differences(prefix: str, ran: Any, loaded: Any, ignore: tuple[str, ...] = ()) -> list[str]:
+    return [f"{prefix}.{f.name} (ran {getattr(ran, f.name)!r}, the loader reads {getattr(loaded, f.name)!r})"
+            for f in dataclasses.fields(ran)
+            if f.compare and f.name not in ignore and getattr(ran, f.name) != getattr(loaded, f.name)]
+
+
+def round_trip_differences(record: dict[str, Any], specs: Specs) -> list[str]:
+    """What the calibration loader reads differently from what ran (names aside); empty when equal."""
+    loaded = run_from_record(record)
+    return [
+        *_differences("model", specs.model, loaded.model),
+        *_differences("gpu", specs.cluster.gpu, loaded.cluster.gpu, ("name",)),
+        *_differences("node", specs.cluster.node, loaded.cluster.node, ("name",)),
+        *_differences("cluster", specs.cluster, loaded.cluster, ("name", "gpu", "node", "profile")),
+        *_differences("config", specs.config, loaded.config),
+        *_differences("training", specs.training, loaded.training),
+    ]
+
+
+def _when(moment: datetime) -> str:
+    """ISO 8601 in UTC (SQLite hands back naive datetimes; they are UTC)."""
+    return (moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)).isoformat(
+        timespec="seconds")
+
+
+def _locator(row: Run) -> str:
+    where = f"autopar run {row.id}"
+    if row.search_id is not None:
+        return f"{where}, search {row.search_id} rank {row.rank}"
+    return f"{where}, rank {row.rank} of a deleted search" if row.rank is not None else where
+
+
+def run_record(row: Run, specs: Specs) -> dict[str, Any]:
+    """One stored run in the calibration schema; raises :class:`Skip` when the schema cannot carry it."""
+    m, c, t = specs.model, specs.config, specs.training
+    gpu = specs.cluster.gpu
+    gpu_id = calibration_gpu_id(gpu)
+    if gpu_id is None:
+        raise Skip(f"custom GPU {gpu.name!r} has the figures of no GPU of the calibration set (hardware.json ids: "
+                   f"{', '.join(CALIBRATION_GPU_IDS)}), and the schema names a GPU only by its id")
+    time_s = row.iteration_time_s
+    profile = row.profile_id or row.request["cluster"].get("profile_id")
+    notes = [row.request.get("notes") or "",
+             f"measured run posted to autopar {row.autopar_version} on {_when(row.created_at)}"]
+    if row.request["cluster"].get("preset") is None:
+        notes.append(f"custom cluster {specs.cluster.name} with the figures of the {NODE_FOR_GPU[gpu_id]} preset")
+    if profile:
+        notes.append(f"hardware profile {profile}: the stored prediction used its measurements; this record has "
+                     f"the {gpu_id} preset figures (the calibration schema has no profile)")
+    return {
+        "id": row.id,
+        "source": SOURCE,
+        "source_locator": _locator(row),
+        "confidence": "measured",
+        "model": {
+            "name": m.name, "params": m.params, "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
+            "kv_heads": m.kv_heads, "ffn": m.ffn, "vocab": m.vocab, "seq_len": m.seq_len,
+            "activation": m.activation, "attention": m.attention,
+            # Beyond the schema (search/_runs_file.py derives them today): the shape as it ran.
+            "tied_embeddings": m.tied_embeddings, "position_embedding": m.position_embedding, "bias": m.bias,
+            "norm": m.norm, "dropout": m.dropout,
+        },
+        "cluster": {
+            "gpu": gpu_id, "num_gpus": specs.cluster.world_size, "gpus_per_node": specs.cluster.node.gpus_per_node,
+            # null, not free text: the loader parses link rates out of `network` and would replace the node's.
+            "network": None,
+            "peak_flop_per_s_per_gpu": gpu.fp16_flop_per_s if t.precision == "fp16"
+            else (gpu.bf16_flop_per_s or gpu.fp16_flop_per_s),
+        },
+        "config": {
+            "tp": c.tp, "pp": c.pp, "dp": c.dp, "cp": c.cp, "vp": c.vp, "sp": c.sp, "micro_batch": c.micro_batch,
+            "global_batch": t.global_batch, "grad_accum": t.global_batch // (c.micro_batch * c.dp),
+            "zero_stage": c.zero_stage, "offload_optimizer": c.offload_optimizer, "offload_param": c.offload_param,
+            "recompute": c.recompute, "precision": t.precision, "framework": t.framework,
+        },
+        "measured": {
+            "iteration_time_s": time_s,
+            "iteration_time_kind": "measured",
+            "iteration_time_how": "seconds per iteration as posted to POST /v1/runs" if time_s is not None else None,
+            "tokens_per_s": t.global_batch * m.seq_len / time_s if time_s else None,
+            "tflops_per_gpu": None, "flops_convention": None, "mfu": None, "hfu": None,
+            "peak_memory_bytes_per_gpu": row.peak_memory_bytes,
+            "oom": row.oom,
+        },
+        "notes": "; ".join(n for n in notes if n),
+    }
+
+
+def export_runs(db: Database, *, search_id: str | None = None, model: str | None = None) -> Export:
+    """Every stored run matching the filters (as GET /v1/runs filters them), oldest first."""
+    from pydantic import ValidationError
+    from sqlalchemy import select
+
+    from service.api._app import autopar_version
+    from service.api._routes_runs import _filters
+    from service.store import Run
+
+    with db.session() as s:
+        rows = s.execute(select(Run).where(*_filters(search_id, model)).order_by(Run.created_at, Run.id)
+                         ).scalars().all()
+    records: list[dict[str, Any]] = []
+    skipped: list[tuple[str, str]] = []
+    versions: Counter[str] = Counter()
+    with_profile = 0
+    for row in rows:
+        try:
+            try:
+                specs = stored_specs(row.request, db)
+            except (AutoparError, ValidationError, KeyError, TypeError, ValueError) as exc:
+                raise Skip(f"its stored request does not resolve in this autopar ({exc})") from None
+            record = run_record(row, specs)
+            try:
+                differences = round_trip_differences(record, specs)
+            except (AutoparError, KeyError, TypeError, ValueError) as exc:
+                raise Skip(f"the calibration loader cannot read its record ({exc})") from None
+            if differences:
+                raise Skip("the calibration schema cannot describe what ran: " + "; ".join(differences)
+                           + " (search/_runs_file.py derives tied_embeddings, position_embedding, bias and norm "
+                           "from the activation and dropout from the framework, and takes the node of the GPU's "
+                           "preset)")
+        except Skip as why:
+            skipped.append((row.id, str(why)))
+            continue
+        records.append(record)
+        if row.autopar_version != autopar_version():
+            versions[row.autopar_version] += 1
+        with_profile += bool(row.profile_id or row.request["cluster"].get("profile_id"))
+    return Export(records, skipped, versions, with_profile)
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace ``path`` whole (a reader never sees half a file)."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise SpecError("--out", f"the folder {directory} does not exist", "create it, or choose another --out")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise SpecError("--out", f"cannot write {path}: {exc.strerror or exc}", "choose a writable --out") from None
+
+
+def _summary(export: Export, target: str, args: argparse.Namespace) -> list[str]:
+    n = len(export.records)
+    lines = [f"exported {n} run{'s' * (n != 1)} {target} ({len(export.skipped)} skipped)"]
+    if not export.records and not export.skipped:
+        given = [f"{flag} {value}" for flag, value in (("--search-id", args.search_id), ("--model", args.model))
+                 if value is not None]
+        lines.append(f"no stored run matches {' and '.join(given)}" if given
+                     else "no stored runs: post measured runs to POST /v1/runs first")
+    lines += [f"skipped {run_id}: {why}" for run_id, why in export.skipped]
+    if export.other_versions:
+        from service.api._app import autopar_version
+
+        count = sum(export.other_versions.values())
+        lines.append(f"note: {count} exported run(s) were predicted at upload by autopar "
+                     f"{', '.join(sorted(export.other_versions))}; fidelity.py predicts with this one "
+                     f"({autopar_version()}), so its errors may differ from GET /v1/runs'")
+    if export.with_profile:
+        lines.append(f"note: {export.with_profile} exported run(s) were predicted with a hardware profile; the "
+                     "calibration schema has preset figures only, so fidelity.py predicts them without it")
+    return lines
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from service._db_access import current_database, reachable
+
+    if args.json and args.out is not None:
+        raise SpecError("--out", "--json prints the runs to stdout and writes no file", "drop --out or --json")
+    out: Path = args.out or DEFAULT_OUT
+    _, db = current_database()
+    try:
+        with reachable(db):
+            export = export_runs(db, search_id=args.search_id, model=args.model)
+    finally:
+        db.dispose()
+    text = json.dumps(export.records, indent=1) + "\n"
+    if args.json:
+        sys.stdout.write(text)
+        target = "to stdout"
+    else:
+        _write(out, text)
+        target = f"to {out}"
+    for line in _summary(export, target, args):
+        print(line, file=sys.stderr)
+    return 0
