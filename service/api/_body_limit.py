@@ -1,11 +1,13 @@
-"""Refuse request bodies above ``Settings.max_body_bytes`` with 413 (pure ASGI, no buffering)."""
+"""Request limits checked before routing (pure ASGI, no buffering): bodies above
+``Settings.max_body_bytes`` get 413, and a NUL character in the path or query string gets 422 on
+every backend alike (PostgreSQL refuses NUL in text even in a WHERE clause; SQLite would not)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from service.api._errors import TOO_LARGE_FLAG, error_body, too_large_detail
+from service.api._errors import TOO_LARGE_FLAG, detail, error_body, too_large_detail
 
 Scope = dict[str, Any]
 
@@ -14,6 +16,14 @@ class BodyTooLarge(Exception):
     pass
 
 
+_NUL_BODY = json.dumps(error_body([detail(
+    "request", "the path or query string contains a NUL character (%00)",
+    "remove NUL and other control characters from the URL", "invalid_value")])).encode()
+
+
+def _has_nul(scope: Scope) -> bool:
+    query: bytes = scope.get("query_string", b"")
+    return "\x00" in scope.get("path", "") or b"%00" in query.lower() or b"\x00" in query
 
 class BodyLimit:
     def __init__(self, app: Any, max_bytes: int) -> None:
@@ -28,6 +38,12 @@ class BodyLimit:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if _has_nul(scope):
+            await send({"type": "http.response.start", "status": 422,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(_NUL_BODY)).encode())]})
+            await send({"type": "http.response.body", "body": _NUL_BODY})
             return
         for name, value in scope.get("headers", ()):
             if name == b"content-length":

@@ -10,7 +10,7 @@ from typing import Any, cast
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from search import AutoparError, SpecError, UnknownPresetError
@@ -124,6 +124,10 @@ def _database(_: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, IntegrityError):
         item = detail("request", "it conflicts with data stored meanwhile", "send the request again", "conflict")
         return JSONResponse(error_body([item]), status_code=409)
+    if isinstance(exc, DataError):  # e.g. PostgreSQL refuses NUL characters in text, even in a WHERE clause
+        item = detail("request", "a value the database cannot store or compare (such as a NUL character)",
+                      "remove NUL and other control characters from the path, query and body", "invalid_value")
+        return JSONResponse(error_body([item]), status_code=422)
     item = detail("database", f"the service cannot use its database right now ({type(exc).__name__})",
                   "retry later; GET /readyz says when the database and its schema are usable again",
                   "unavailable")

@@ -86,3 +86,9 @@ def read_token(app_db: Database) -> str:
 def auth(write_token: str) -> dict[str, str]:
     """Headers of a caller with the write scope."""
     return {"Authorization": f"Bearer {write_token}"}
+
+
+@pytest.fixture(scope="module")
+def module_pg_url() -> Iterator[str]:
+    """A throwaway PostgreSQL database shared by one test module (for module-scoped apps)."""
+    yield from _pg_database()

@@ -47,3 +47,12 @@ def test_a_chunked_body_over_the_limit_is_413_not_a_parse_error(settings: object
                                                       "Content-Type": "application/json"})
             assert r.status_code == 413, (path, r.text)
             assert r.json()["detail"][0]["field"] == "body"
+
+
+def test_a_nul_character_in_the_url_is_422_on_every_backend(client: TestClient) -> None:
+    """Found by schemathesis on PostgreSQL: NUL in a query filter reached the database, which refused
+    it (DataError) and the service answered 503. Now the URL is refused first, on both backends."""
+    for url in ("/v1/runs/accuracy?search_id=ab%00cd", "/v1/searches?model=x%00", "/v1/searches/ab%00"):
+        r = client.get(url)
+        assert r.status_code == 422, (url, r.text)
+        assert r.json()["detail"][0]["field"] == "request" and "NUL" in r.json()["detail"][0]["msg"]

@@ -32,10 +32,20 @@ MAX_EXAMPLES = 25
 _state: dict[str, Any] = {}
 
 
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh database for the module, on each backend (SQLite and PostgreSQL differ in integer
+    ranges and JSON paths, so both are fuzzed)."""
+    if request.param == "sqlite":
+        path: Path = tmp_path_factory.mktemp("schemathesis") / "autopar.db"
+        yield f"sqlite:///{path}"
+    else:
+        yield request.getfixturevalue("module_pg_url")
+
+
 @pytest.fixture(scope="module")
-def api_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
-    path: Path = tmp_path_factory.mktemp("schemathesis") / "autopar.db"
-    settings = Settings(database_url=f"sqlite:///{path}", workers=0, max_trials=50, max_timeout_s=5.0, max_top=5)
+def api_app(database_url: str) -> Iterator[FastAPI]:
+    settings = Settings(database_url=database_url, workers=0, max_trials=50, max_timeout_s=5.0, max_top=5)
     db = Database(settings.database_url)
     db.upgrade()
     app = create_app(settings, db=db, migrate=False)
