@@ -111,6 +111,9 @@ def test_explorer_files_fetch_nothing_from_outside(path: Path) -> None:
 ])
 def test_paths_out_of_the_folder_are_not_found(client: TestClient, path: str) -> None:
     r = client.get(path)
-    assert r.status_code == 404, path
     assert r.headers["content-type"] == "application/json"
+    if "%00" in path:  # refused before routing, on every backend alike
+        assert r.status_code == 422 and r.json()["detail"][0]["type"] == "invalid_value", path
+        return
+    assert r.status_code == 404, path
     assert r.json()["detail"][0]["type"] == "not_found"
