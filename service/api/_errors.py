@@ -90,7 +90,8 @@ def _spec(_: Request, exc: Exception) -> JSONResponse:
 
 def _api(_: Request, exc: Exception) -> JSONResponse:
     exc = cast(ApiError, exc)
-    kind = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict", 413: "too_large"}.get(
+    kind = {401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict", 413: "too_large",
+            429: "busy"}.get(
         exc.status, "error")
     return JSONResponse(error_body([detail(exc.field, exc.msg, exc.fix, kind)]), status_code=exc.status,
                         headers=exc.headers)

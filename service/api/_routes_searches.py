@@ -30,6 +30,7 @@ from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency
 from service.api._schemas import Runtime
 from service.api._search_models import (
+    BUSY,
     CONFLICT,
     FORBIDDEN,
     INVALID,
@@ -83,7 +84,7 @@ def _require_done(row: Search) -> None:
                              "returned). Poll the Location.", "headers": _LOCATION},
         200: {"model": SearchOut, "description": "An identical search is already done: it is returned, "
                                                  "nothing is searched again.", "headers": _LOCATION},
-        **UNAUTHORIZED, **FORBIDDEN, **INVALID},
+        **UNAUTHORIZED, **FORBIDDEN, **INVALID, **BUSY},
 )
 def create_search(body: SearchIn, state: State, idem: Idempotency) -> Response:
     """Check the request (presets, shapes, limits, that the node count and batch allow at least one
@@ -104,6 +105,11 @@ def create_search(body: SearchIn, state: State, idem: Idempotency) -> Response:
         answer = existing_answer(s)
         if answer is not None:
             return answer
+        queued = s.execute(select(func.count()).select_from(Search).where(Search.status == "queued")).scalar_one()
+        if queued >= state.settings.max_queued:
+            raise ApiError(429, "queue", f"{queued} searches are already waiting for a worker",
+                           "retry later, or add workers (`autopar worker`); AUTOPAR_MAX_QUEUED sets the limit",
+                           {"Retry-After": "30"})
         row = Search(id=uuid.uuid4().hex, request_hash=digest, request=resolved.stored(version),
                      model_name=resolved.model.name, cluster_name=resolved.base_cluster.name,
                      num_nodes=resolved.base_cluster.num_nodes, framework=body.framework, objective=body.objective,

@@ -221,3 +221,5 @@ FORBIDDEN: Responses = {403: _error("The token lacks the write scope.")}
 NOT_FOUND: Responses = {404: _error("No search with this id (or no such rank).")}
 INVALID: Responses = {422: _error("The request is invalid; `detail` names the field and the fix.")}
 CONFLICT: Responses = {409: _error("The search is not in a state that allows this; `fix` says what to do.")}
+BUSY: Responses = {429: _error("The queue holds AUTOPAR_MAX_QUEUED searches already; retry after Retry-After "
+                               "seconds.")}

@@ -50,6 +50,9 @@ class Settings:
     max_trials: int = 5000
     max_timeout_s: float = 600.0
     max_top: int = 100
+    max_queued: int = 1000
+    """POST /v1/searches answers 429 while this many searches wait in the queue (a CI loop gone
+    wrong must not bury the workers)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -63,4 +66,5 @@ class Settings:
             max_trials=int(_number(env, "AUTOPAR_MAX_TRIALS", 5000, 1, 1_000_000)),
             max_timeout_s=_number(env, "AUTOPAR_MAX_TIMEOUT_S", 600.0, 1.0, 86_400.0),
             max_top=int(_number(env, "AUTOPAR_MAX_TOP", 100, 1, 10_000)),
+            max_queued=int(_number(env, "AUTOPAR_MAX_QUEUED", 1000, 1, 10_000_000)),
         )

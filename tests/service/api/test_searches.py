@@ -148,7 +148,7 @@ def test_writes_need_a_write_token(client: TestClient, read_token: str) -> None:
 
 def test_openapi_documents_every_answer(sqlite_url: str) -> None:
     paths = create_app(Settings(database_url=sqlite_url), migrate=False).openapi()["paths"]
-    expected = {("post", "/v1/searches"): {"200", "202", "401", "403", "422"},
+    expected = {("post", "/v1/searches"): {"200", "202", "401", "403", "422", "429"},
                 ("get", "/v1/searches"): {"200", "401", "422"},
                 ("get", "/v1/searches/{search_id}"): {"200", "401", "404", "422"},
                 ("delete", "/v1/searches/{search_id}"): {"200", "202", "401", "403", "404", "409", "422"},
@@ -286,3 +286,24 @@ def test_a_search_on_a_profile_of_another_gpu_says_so(client: TestClient, auth: 
     assert r.status_code == 202, r.text
     notes = r.json()["notes"]
     assert any(n.startswith("stale profile:") and "A100" in n for n in notes), notes
+
+
+def test_a_full_queue_answers_429_and_stores_nothing(settings: Settings, app_db: Database,
+                                                     auth: dict[str, str]) -> None:
+    """A CI loop gone wrong must not bury the workers: at AUTOPAR_MAX_QUEUED waiting searches, a new
+    one is refused with Retry-After; an identical request still gets its existing search."""
+    import dataclasses
+
+    from sqlalchemy import func, select
+
+    small = dataclasses.replace(settings, max_queued=2)
+    bodies = [{"model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-a100-80gb"},
+               "training": {"global_batch": 64}, "top": k} for k in (1, 2, 3)]
+    with TestClient(create_app(small, db=app_db, migrate=False)) as c:
+        assert [c.post("/v1/searches", json=b, headers=auth).status_code for b in bodies[:2]] == [202, 202]
+        r = c.post("/v1/searches", json=bodies[2], headers=auth)
+        assert r.status_code == 429 and r.headers["retry-after"] == "30"
+        assert r.json()["detail"][0]["field"] == "queue" and "autopar worker" in r.json()["detail"][0]["fix"]
+        assert c.post("/v1/searches", json=bodies[0], headers=auth).status_code == 202  # the existing one
+    with app_db.session() as s:
+        assert s.execute(select(func.count()).select_from(Search)).scalar_one() == 2
