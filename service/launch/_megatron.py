@@ -11,10 +11,11 @@ re-implements the value rules of Megatron's ``validate_args`` that a configurati
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from search import SpecError
+from search import ModelSpec, SpecError
 
 from ._base import LaunchFiles, LaunchRequest
 from ._launchers import torchrun
@@ -48,20 +49,67 @@ def _require(flag: str, what: str) -> str:
     return flag
 
 
+@dataclass(frozen=True, slots=True)
+class ShapeSpelling:
+    """How a Megatron fork spells the model-shape choices that differ between forks."""
+
+    gqa: tuple[str, ...]
+    """Flags before the key/value head count."""
+    rmsnorm: tuple[str, ...]
+    rope: tuple[str, ...]
+    flash: tuple[str, ...]
+
+
+MEGATRON_SPELLING = ShapeSpelling(gqa=("--group-query-attention", "--num-query-groups"),
+                                  rmsnorm=("--normalization", "RMSNorm"), rope=("--position-embedding-type", "rope"),
+                                  flash=("--use-flash-attn",))
+
+
+def check_request(request: LaunchRequest) -> None:
+    """What every Megatron fork refuses alike: degrees that are not the cluster, and ALiBi."""
+    c, m = request.config, request.model
+    if request.cluster.world_size != c.world_size:
+        raise SpecError("ParallelConfig", f"dp*tp*pp*cp = {c.world_size} GPUs, but the cluster has "
+                        f"{request.cluster.world_size}", "choose degrees whose product is the cluster's GPU count")
+    if m.position_embedding == "alibi":
+        raise SpecError("ModelSpec.position_embedding", "ALiBi is not an option of the pinned release's parser "
+                        "(no --position-embedding-type alibi); emitting it would silently train another model",
+                        "use a model with learned or rope position embeddings, or launch ALiBi models by hand")
+
+
+def shape_args(m: ModelSpec, spelling: ShapeSpelling) -> list[str]:
+    """The model shape in a fork's flags: sizes, GQA, SwiGLU, RMSNorm, RoPE, untied head, no biases,
+    no dropout, FlashAttention; the order is the same for every fork (the golden files rely on it)."""
+    args = ["--num-layers", str(m.layers), "--hidden-size", str(m.hidden), "--num-attention-heads", str(m.heads),
+            "--ffn-hidden-size", str(m.ffn), "--seq-length", str(m.seq_len),
+            "--max-position-embeddings", str(m.seq_len)]
+    kv = m.kv_heads if m.kv_heads is not None else m.heads
+    if kv < m.heads:
+        args += [*spelling.gqa, str(kv)]
+    if m.activation == "swiglu":
+        args.append("--swiglu")
+    if m.norm == "rmsnorm":
+        args += spelling.rmsnorm
+    if m.position_embedding == "rope":
+        args += spelling.rope
+    if not m.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if not m.bias:
+        args.append("--disable-bias-linear")
+    if not m.dropout:
+        args += ["--attention-dropout", "0", "--hidden-dropout", "0"]
+    if m.attention == "flash":
+        args += spelling.flash
+    return args
+
+
 def megatron_args(request: LaunchRequest) -> list[str]:
     """The ``pretrain_gpt.py`` arguments for ``request`` (parallelism, batch, memory policy, precision, model)."""
     if request.training.framework != "megatron":
         raise SpecError("TrainingSpec.framework", f"{request.training.framework!r} is not run by Megatron-LM",
                         "use the emitter of that framework, or framework='megatron'")
     c, m, t = request.config, request.model, request.training
-    world = request.cluster.world_size
-    if world != c.world_size:
-        raise SpecError("ParallelConfig", f"dp*tp*pp*cp = {c.world_size} GPUs, but the cluster has {world}",
-                        "choose degrees whose product is the cluster's GPU count")
-    if m.position_embedding == "alibi":
-        raise SpecError("ModelSpec.position_embedding", "ALiBi is not an option of the pinned release's parser "
-                        "(no --position-embedding-type alibi); emitting it would silently train another model",
-                        "use a model with learned or rope position embeddings, or launch ALiBi models by hand")
+    check_request(request)
     args = ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
     if c.vp > 1:
         if m.layers % (c.pp * c.vp):
@@ -103,26 +151,7 @@ def megatron_args(request: LaunchRequest) -> list[str]:
         args += [_require("--fp8-format", "fp8 training"), "hybrid", "--bf16"]
     else:
         args.append("--bf16")
-    args += ["--num-layers", str(m.layers), "--hidden-size", str(m.hidden), "--num-attention-heads", str(m.heads),
-             "--ffn-hidden-size", str(m.ffn), "--seq-length", str(m.seq_len),
-             "--max-position-embeddings", str(m.seq_len)]
-    kv = m.kv_heads if m.kv_heads is not None else m.heads
-    if kv < m.heads:
-        args += ["--group-query-attention", "--num-query-groups", str(kv)]
-    if m.activation == "swiglu":
-        args.append("--swiglu")
-    if m.norm == "rmsnorm":
-        args += ["--normalization", "RMSNorm"]
-    if m.position_embedding == "rope":
-        args += ["--position-embedding-type", "rope"]
-    if not m.tied_embeddings:
-        args.append("--untie-embeddings-and-output-weights")
-    if not m.bias:
-        args.append("--disable-bias-linear")
-    if not m.dropout:
-        args += ["--attention-dropout", "0", "--hidden-dropout", "0"]
-    if m.attention == "flash" and "--use-flash-attn" in megatron_flags():
-        args.append("--use-flash-attn")
+    args += shape_args(m, MEGATRON_SPELLING)
     return args
 
 

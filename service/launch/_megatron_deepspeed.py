@@ -36,9 +36,12 @@ from search import SpecError
 from ._base import LaunchFiles, LaunchRequest
 from ._deepspeed import emit_deepspeed
 from ._launchers import torchrun
-from ._megatron import arg_values, int_value, read_flag_file
+from ._megatron import ShapeSpelling, arg_values, check_request, int_value, read_flag_file, shape_args
 
 FLAGS_FILE = Path(__file__).with_name("megatron_deepspeed_flags.txt")
+SPELLING = ShapeSpelling(gqa=("--num-key-value-heads",), rmsnorm=("--normalization", "rmsnorm"),
+                         rope=("--use-rotary-position-embeddings", "--no-position-embedding"),
+                         flash=("--use-flash-attn-v2",))
 _FIELD = "megatron_deepspeed_args"
 DS_CONFIG_NAME = "ds_config.json"
 
@@ -59,9 +62,7 @@ def megatron_deepspeed_args(request: LaunchRequest, ds_config_path: str = DS_CON
         raise SpecError("TrainingSpec.framework", f"{request.training.framework!r} is not run by Megatron-DeepSpeed",
                         "use the emitter of that framework, or framework='megatron-deepspeed'")
     c, m, t = request.config, request.model, request.training
-    if request.cluster.world_size != c.world_size:
-        raise SpecError("ParallelConfig", f"dp*tp*pp*cp = {c.world_size} GPUs, but the cluster has "
-                        f"{request.cluster.world_size}", "choose degrees whose product is the cluster's GPU count")
+    check_request(request)
     if c.cp > 1:
         raise SpecError("ParallelConfig.cp", "Megatron-DeepSpeed has no --context-parallel-size",
                         "set cp=1, or use framework='megatron'")
@@ -74,10 +75,6 @@ def megatron_deepspeed_args(request: LaunchRequest, ds_config_path: str = DS_CON
     if t.precision == "fp8":
         raise SpecError("TrainingSpec.precision", "autopar emits fp8 only for Megatron-LM (Transformer Engine); "
                         "DeepSpeed's config has no fp8 mode", "use bf16 or fp16, or framework='megatron'")
-    if m.position_embedding == "alibi":
-        raise SpecError("ModelSpec.position_embedding", "ALiBi is not an option of the pinned release's parser "
-                        "(no --position-embedding-type alibi); emitting it would silently train another model",
-                        "use a model with learned or rope position embeddings, or launch ALiBi models by hand")
     args = ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
     if c.pp == 1:
         args.append("--no-pipeline-parallel")
@@ -92,26 +89,7 @@ def megatron_deepspeed_args(request: LaunchRequest, ds_config_path: str = DS_CON
     if c.offload_param != "none":
         args += ["--remote-device", c.offload_param, "--use-pin-memory"]
     args.append("--fp16" if t.precision == "fp16" else "--bf16")
-    args += ["--num-layers", str(m.layers), "--hidden-size", str(m.hidden), "--num-attention-heads", str(m.heads),
-             "--ffn-hidden-size", str(m.ffn), "--seq-length", str(m.seq_len),
-             "--max-position-embeddings", str(m.seq_len)]
-    kv = m.kv_heads if m.kv_heads is not None else m.heads
-    if kv < m.heads:
-        args += ["--num-key-value-heads", str(kv)]
-    if m.activation == "swiglu":
-        args.append("--swiglu")
-    if m.norm == "rmsnorm":
-        args += ["--normalization", "rmsnorm"]
-    if m.position_embedding == "rope":
-        args += ["--use-rotary-position-embeddings", "--no-position-embedding"]
-    if not m.tied_embeddings:
-        args.append("--untie-embeddings-and-output-weights")
-    if not m.bias:
-        args.append("--disable-bias-linear")
-    if not m.dropout:
-        args += ["--attention-dropout", "0", "--hidden-dropout", "0"]
-    if m.attention == "flash":
-        args.append("--use-flash-attn-v2")
+    args += shape_args(m, SPELLING)
     args += ["--deepspeed", "--deepspeed_config", ds_config_path, "--zero-stage", str(c.zero_stage)]
     return args
 
