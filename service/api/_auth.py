@@ -70,17 +70,20 @@ class TokenCache:
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[Principal | None, float]] = {}
 
-    def cached(self, token: str) -> tuple[Principal | None] | None:
-        """``(principal or None,)`` when a fresh answer for ``token`` is cached, else None (ask the database)."""
+    def _fresh(self, digest: str) -> tuple[Principal | None] | None:
         with self._lock:
-            hit = self._entries.get(hash_token(token))
+            hit = self._entries.get(digest)
         return (hit[0],) if hit is not None and hit[1] > time.monotonic() else None
 
+    def cached(self, token: str) -> tuple[Principal | None] | None:
+        """``(principal or None,)`` when a fresh answer for ``token`` is cached, else None (ask the database)."""
+        return self._fresh(hash_token(token))
+
     def lookup(self, db: Database, token: str) -> Principal | None:
-        hit = self.cached(token)
+        digest = hash_token(token)
+        hit = self._fresh(digest)
         if hit is not None:
             return hit[0]
-        digest = hash_token(token)
         now = time.monotonic()
         with db.session() as s:
             row = s.execute(select(ApiToken).where(ApiToken.token_hash == digest)).scalar_one_or_none()
@@ -98,18 +101,23 @@ class TokenCache:
 _WWW = {"WWW-Authenticate": "Bearer"}
 
 
-def authenticate(db: Database, cache: TokenCache, authorization: str | None, scope: str, open_reads: bool) -> Principal:
-    """The caller, or ApiError 401/403 saying what to do."""
+def bearer_token(authorization: str | None, scope: str, open_reads: bool) -> str | None:
+    """The token of an ``Authorization`` header; None for an anonymous read while reads are open;
+    ApiError 401 saying what to send otherwise."""
     if not authorization:
         if scope == "read" and open_reads:
-            return ANONYMOUS
+            return None
         raise ApiError(401, "Authorization", f"this endpoint needs a token with the {scope} scope",
                        f"create one with `autopar token create --scope {scope}` and send "
                        "'Authorization: Bearer <token>'", _WWW)
     kind, _, token = authorization.partition(" ")
     if kind.lower() != "bearer" or not token.strip():
         raise ApiError(401, "Authorization", "not a bearer token", "send 'Authorization: Bearer <token>'", _WWW)
-    principal = cache.lookup(db, token.strip())
+    return token.strip()
+
+
+def authorize(principal: Principal | None, scope: str) -> Principal:
+    """``principal`` when it exists and has ``scope``, else ApiError 401/403 saying what to do."""
     if principal is None:
         raise ApiError(401, "Authorization", "unknown or revoked token",
                        "create a new one with `autopar token create`", _WWW)
@@ -117,3 +125,4 @@ def authenticate(db: Database, cache: TokenCache, authorization: str | None, sco
         raise ApiError(403, "Authorization", f"the token's scopes ({' '.join(sorted(principal.scopes))}) "
                        f"do not include {scope}", f"create a token with `autopar token create --scope {scope}`")
     return principal
+

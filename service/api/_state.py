@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.api._auth import Principal, TokenCache, authenticate
+from service.api._auth import ANONYMOUS, Principal, TokenCache, authorize, bearer_token
 from service.api._settings import Settings
 from service.store import Database
 
@@ -38,13 +38,14 @@ def _credentials_text(creds: HTTPAuthorizationCredentials | None) -> str | None:
 
 
 async def _authenticate(state: AppState, creds: HTTPAuthorizationCredentials | None, scope: str) -> Principal:
-    """On the event loop when the answer needs no database (open reads, a cached token), else in
-    the thread pool: the hot GET paths then cost no thread hop."""
-    text = _credentials_text(creds)
-    if (text is None and scope == "read" and state.settings.open_reads) or (
-            text is not None and state.tokens.cached(text.partition(" ")[2].strip()) is not None):
-        return authenticate(state.db, state.tokens, text, scope, state.settings.open_reads)
-    return await run_in_threadpool(authenticate, state.db, state.tokens, text, scope, state.settings.open_reads)
+    """On the event loop when the answer needs no database (open reads, a cached token), else the
+    token lookup runs in the thread pool: the hot GET paths then cost no thread hop."""
+    token = bearer_token(_credentials_text(creds), scope, state.settings.open_reads)
+    if token is None:
+        return ANONYMOUS
+    hit = state.tokens.cached(token)
+    principal = hit[0] if hit is not None else await run_in_threadpool(state.tokens.lookup, state.db, token)
+    return authorize(principal, scope)
 
 
 async def require_read(state: State,
