@@ -13,8 +13,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,6 @@ from service.cli import main
 from service.store import ApiToken, Database, Search, head_revision
 
 REPO = Path(__file__).resolve().parents[2]
-ADMIN_URL = os.environ.get("AUTOPAR_TEST_POSTGRES_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
 SETTINGS_ENV = ("AUTOPAR_DATABASE_URL", "AUTOPAR_WORKERS", "AUTOPAR_LEASE_S", "AUTOPAR_POLL_S", "AUTOPAR_OPEN_READS",
                 "AUTOPAR_MAX_BODY_BYTES")
 
@@ -41,21 +38,6 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "data"
     monkeypatch.setenv("AUTOPAR_DATA_DIR", str(home))
     return home
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A throwaway database on the local PostgreSQL (as tests/service/api/conftest.py makes them)."""
-    import psycopg
-
-    name = f"autopar_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{ADMIN_URL.rsplit('/', 1)[0].replace('postgresql://', 'postgresql+psycopg://', 1)}/{name}"
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -2,15 +2,11 @@
 PostgreSQL (a throwaway database created on the server and dropped after), an in-process
 client, and tokens.
 
-PostgreSQL: ``AUTOPAR_TEST_POSTGRES_ADMIN_URL`` (default the local server's ``test`` database)
-is used to CREATE/DROP the throwaway databases. Tests on it are marked ``postgres``; they fail,
-not skip, when the server does not answer.
+PostgreSQL databases come from tests/service/conftest.py (``pg_url``, ``module_pg_url``).
 """
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,22 +17,6 @@ from service.api import Settings, create_app
 from service.api._auth import create_token
 from service.store import Database
 
-ADMIN_URL = os.environ.get("AUTOPAR_TEST_POSTGRES_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _pg_database() -> Iterator[str]:
-    import psycopg
-
-    name = f"autopar_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base = ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
@@ -44,7 +24,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'autopar.db'}"
     else:
-        yield from _pg_database()
+        yield request.getfixturevalue("pg_url")
 
 
 @pytest.fixture
@@ -87,8 +67,3 @@ def auth(write_token: str) -> dict[str, str]:
     """Headers of a caller with the write scope."""
     return {"Authorization": f"Bearer {write_token}"}
 
-
-@pytest.fixture(scope="module")
-def module_pg_url() -> Iterator[str]:
-    """A throwaway PostgreSQL database shared by one test module (for module-scoped apps)."""
-    yield from _pg_database()
