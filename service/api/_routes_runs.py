@@ -170,22 +170,8 @@ def _model_name() -> ColumnElement[str]:
                          Run.request[("model", "shape", "name")].as_string())
 
 
-@router.get("", response_model=RunPage, responses=error_responses(401, 403, 422),
-            summary="List measured runs with their prediction errors, newest first")
-def list_runs(
-    _: Reader,
-    state: State,
-    search_id: Annotated[str | None, Query(max_length=32, description="Runs of this search.")] = None,
-    model: Annotated[str | None, Query(max_length=100, description="A model preset or custom shape name.")] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
-) -> dict[str, Any]:
-    where = _filters(search_id, model)
-    with state.db.session() as s:
-        total = s.execute(select(func.count()).select_from(Run).where(*where)).scalar_one()
-        rows = s.execute(select(Run).where(*where).order_by(Run.created_at.desc(), Run.id.desc())
-                         .limit(limit).offset(offset)).scalars().all()
-    return {"data": [run_out(row) for row in rows], "count": total, "limit": limit, "offset": offset}
+SearchFilter = Annotated[str | None, Query(max_length=32, description="Runs of this search.")]
+ModelFilter = Annotated[str | None, Query(max_length=100, description="A model preset or custom shape name.")]
 
 
 def _filters(search_id: str | None, model: str | None) -> list[ColumnElement[bool]]:
@@ -197,6 +183,24 @@ def _filters(search_id: str | None, model: str | None) -> list[ColumnElement[boo
     return where
 
 
+@router.get("", response_model=RunPage, responses=error_responses(401, 403, 422),
+            summary="List measured runs with their prediction errors, newest first")
+def list_runs(
+    _: Reader,
+    state: State,
+    search_id: SearchFilter = None,
+    model: ModelFilter = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> dict[str, Any]:
+    where = _filters(search_id, model)
+    with state.db.session() as s:
+        total = s.execute(select(func.count()).select_from(Run).where(*where)).scalar_one()
+        rows = s.execute(select(Run).where(*where).order_by(Run.created_at.desc(), Run.id.desc())
+                         .limit(limit).offset(offset)).scalars().all()
+    return {"data": [run_out(row) for row in rows], "count": total, "limit": limit, "offset": offset}
+
+
 MAX_ACCURACY_RUNS = 100_000
 
 
@@ -205,8 +209,8 @@ MAX_ACCURACY_RUNS = 100_000
 def accuracy(
     _: Reader,
     state: State,
-    search_id: Annotated[str | None, Query(max_length=32, description="Runs of this search.")] = None,
-    model: Annotated[str | None, Query(max_length=100, description="A model preset or custom shape name.")] = None,
+    search_id: SearchFilter = None,
+    model: ModelFilter = None,
 ) -> dict[str, Any]:
     """The cost model's error on this cluster's own measurements: the figure to check before
     trusting a ranking, and the data for refitting the calibration constants. Over the newest
