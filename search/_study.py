@@ -18,6 +18,7 @@ from search._parallel_spec import Framework
 from search._predict import predict
 from search._prediction import Prediction
 from search._space import Candidate
+from search._storage import open_storage
 
 if TYPE_CHECKING:
     import optuna
@@ -193,7 +194,8 @@ def run_sampler(candidates: Sequence[Candidate], ev: Evaluator, objective: str, 
     return study
 
 
-def _join_study(storage: str, name: str, sampler: optuna.samplers.BaseSampler) -> optuna.Study:
+def _join_study(storage: optuna.storages.BaseStorage, name: str, sampler: optuna.samplers.BaseSampler
+                ) -> optuna.Study:
     """Load a study another worker created, once it has finished enqueuing."""
     import optuna
 
@@ -209,25 +211,30 @@ def _join_study(storage: str, name: str, sampler: optuna.samplers.BaseSampler) -
 
 def run_shared(candidates: Sequence[Candidate], ev: Evaluator, objective: str, storage: str, name: str,
                 progress: ProgressFn | None) -> optuna.Study:
-    """Cooperate with other processes on one study in shared storage (RDB or journal).
+    """Cooperate with other processes on one study in shared storage (an Optuna RDB URL).
 
     The creating process enqueues one trial per valid configuration (parameter ``candidate``:
     its index in the deterministic enumeration, so every worker must search the same
     question); each worker pops queued trials until none is left. One parameter and one user
-    attribute per trial keep the database round trips few (each costs milliseconds).
+    attribute per trial keep the database round trips few (each costs milliseconds). Workers
+    may start together on a database that never held a study: :func:`open_storage` creates
+    Optuna's schema once.
     """
     import optuna
 
     directions = _directions(objective)
     # Every trial is a queued configuration: the sampler never chooses, so take the cheapest one.
     sampler = optuna.samplers.RandomSampler()
+    rdb = open_storage(storage)
     try:
-        study = optuna.create_study(storage=storage, study_name=name, directions=directions, sampler=sampler)
+        study = optuna.create_study(storage=rdb, study_name=name, directions=directions, sampler=sampler)
+    except optuna.exceptions.DuplicatedStudyError:
+        # Another worker created it: its enqueuing may still be under way, which _join_study waits out.
+        study = _join_study(rdb, name, sampler)
+    else:
         for i in range(len(candidates)):
             study.enqueue_trial({"candidate": i}, user_attrs={QUEUED: True})
         study.set_user_attr("queued", len(candidates))
-    except optuna.exceptions.DuplicatedStudyError:
-        study = _join_study(storage, name, sampler)
     if study.user_attrs["queued"] != len(candidates):
         raise SpecError("study_name", f"study {name!r} holds a different search "
                         f"({study.user_attrs['queued']} configurations, this one has {len(candidates)})",

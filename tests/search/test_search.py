@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-import uuid
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from search import ModelSpec, SpecError, TrainingSpec, check_compatible, cluster_preset, model_preset, predict
 from search._search import pareto_front, search
 from search._space import enumerate_space
+from search._storage import open_storage
 
 ROOT = Path(__file__).resolve().parents[2]
-POSTGRES_URL = os.environ.get("AUTOPAR_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
 def small_model(**overrides: Any) -> ModelSpec:
@@ -165,35 +165,117 @@ from search import cluster_preset, ModelSpec
 from search._search import search
 model = ModelSpec(name="tiny", layers=4, hidden=512, heads=8, ffn=2048, vocab=32000, seq_len=1024)
 base = cluster_preset("dgx-a100-80gb", 1)
-cluster = replace(base, node=replace(base.node, gpus_per_node=2))  # 56 configurations with deepspeed
-result = search(model, cluster, 4, framework="deepspeed", storage=sys.argv[1], study_name=sys.argv[2])
-print(json.dumps({"n_valid": result.n_valid, "best": result.best.prediction.tokens_per_s}))
+cluster = replace(base, node=replace(base.node, gpus_per_node=2))  # a small question: ~16 configurations
+for line in sys.stdin:  # one search per line, "URL STUDY": every worker gets it at the same moment
+    url, name = line.split()
+    try:
+        result = search(model, cluster, 1, framework="fsdp", storage=url, study_name=name)
+        answer = {"n_valid": result.n_valid, "n_evaluated": result.n_evaluated,
+                  "best": result.best.prediction.tokens_per_s}
+    except Exception as e:
+        answer = {"error": f"{type(e).__name__}: {e}"[:3000]}
+    print(json.dumps(answer), flush=True)
 """
 
 
-@pytest.mark.postgres
-def test_two_workers_share_one_study_on_postgresql() -> None:
-    """Two processes cooperate through Optuna's RDB storage: every configuration is evaluated
-    exactly once across them, and both rank the same best."""
-    pytest.importorskip("psycopg")
-    name = f"autopar-test-{uuid.uuid4().hex[:12]}"
+def run_workers(n_workers: int, urls: list[str], tmp_path: Path) -> list[list[dict[str, Any]]]:
+    """Start ``n_workers`` processes, then hand each URL to all of them at once (the worker
+    processes are already up, so they reach the storage together); their answers per URL."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, POSTGRES_URL, name], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
-    outs = [p.communicate(timeout=240) for p in procs]
-    storage = optuna.storages.RDBStorage(POSTGRES_URL)
+    logs = [(tmp_path / f"worker{i}.log").open("w") for i in range(n_workers)]
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=log, text=True, env=env) for log in logs]
+    answers = []
     try:
-        for p, (_out, err) in zip(procs, outs, strict=True):
-            assert p.returncode == 0, err
-        answers = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
-        study = optuna.load_study(study_name=name, storage=storage)
-        complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-        keys = [t.params["candidate"] for t in complete]
-        assert len(keys) == len(set(keys)) == answers[0]["n_valid"] == 56
-        assert not study.get_trials(states=(optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING))
-        workers = {t.user_attrs["result"]["worker"] for t in complete}
-        assert len(workers) == 2, "both workers took part"
-        assert answers[0]["best"] == pytest.approx(answers[1]["best"], rel=1e-12)
+        for url in urls:
+            for p in procs:
+                assert p.stdin is not None
+                p.stdin.write(f"{url} shared\n")
+                p.stdin.flush()
+            lines = [p.stdout.readline() if p.stdout else "" for p in procs]
+            assert all(lines), "a worker died: " + " | ".join(Path(log.name).read_text()[-2000:] for log in logs)
+            answers.append([json.loads(line) for line in lines])
     finally:
-        optuna.delete_study(study_name=name, storage=storage)
-        storage.engine.dispose()
+        for p in procs:
+            p.communicate(timeout=60)
+        for log in logs:
+            log.close()
+    return answers
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("n_workers", [2, 4])
+def test_workers_share_one_study_on_fresh_postgresql(n_workers: int, new_pg_url: Any, tmp_path: Path) -> None:
+    """Workers started together on a database that never held a study (so they create Optuna's
+    schema at once) all succeed, ten times over: every configuration is evaluated exactly once
+    across them."""
+    pytest.importorskip("psycopg")
+    tiny = ModelSpec(name="tiny", layers=4, hidden=512, heads=8, ffn=2048, vocab=32000, seq_len=1024)
+    n_valid = len(enumerate_space(tiny, 2, 1, "fsdp").candidates)
+    urls = [new_pg_url() for _ in range(10)]
+    rounds = run_workers(n_workers, urls, tmp_path)
+    took_part = []
+    for url, answers in zip(urls, rounds, strict=True):
+        assert not [a["error"] for a in answers if "error" in a]
+        storage = optuna.storages.RDBStorage(url)
+        try:
+            study = optuna.load_study(study_name="shared", storage=storage)
+            complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+            keys = [t.params["candidate"] for t in complete]
+            assert len(keys) == len(set(keys)) == n_valid
+            assert not study.get_trials(states=(optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING))
+            took_part.append(len({t.user_attrs["result"]["worker"] for t in complete}))
+        finally:
+            storage.engine.dispose()
+        assert {a["n_valid"] for a in answers} == {n_valid}
+    assert max(took_part) >= 2, "the workers shared the work"
+
+
+def test_threads_open_a_fresh_sqlite_storage_at_once(tmp_path: Path) -> None:
+    """Openers of a SQLite file that holds no study yet take turns creating Optuna's schema
+    (without the lock, most rounds fail on "table ... already exists")."""
+    for r in range(5):
+        url = f"sqlite:///{tmp_path / f'study{r}.db'}"
+        start, errors = threading.Barrier(4), []
+
+        def open_it(url: str = url, start: threading.Barrier = start, errors: list[Exception] = errors) -> None:
+            start.wait()
+            try:
+                open_storage(url).engine.dispose()
+            except Exception as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+
+
+def test_opening_retries_only_when_another_opener_won(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A duplicate-key or "already exists" error while opening means the schema is there now:
+    open again. Any other error is the caller's to see, at once."""
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    calls: list[str] = []
+
+    def lost_once(url: str) -> str:
+        calls.append(url)
+        if len(calls) == 1:
+            raise IntegrityError("CREATE TYPE studydirection AS ENUM", {}, Exception(
+                'duplicate key value violates unique constraint "pg_type_typname_nsp_index"'))
+        return "storage"
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", lost_once)
+    assert open_storage("sqlite://") == "storage" and calls == ["sqlite://", "sqlite://"]
+
+    def refused(url: str) -> str:
+        calls.append(url)
+        raise OperationalError("SELECT 1", {}, Exception("connection refused"))
+
+    calls.clear()
+    monkeypatch.setattr(optuna.storages, "RDBStorage", refused)
+    with pytest.raises(OperationalError, match="connection refused"):
+        open_storage("sqlite://")
+    assert calls == ["sqlite://"]
