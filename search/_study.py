@@ -32,6 +32,12 @@ WARM_START_VISITS = 40_000
 so that the same seed gives the same answer)."""
 
 
+IN_FLIGHT_WAIT_S = 60.0
+"""Seconds a shared-storage worker that found the queue empty waits for the other workers' last
+evaluations (milliseconds each) before it ranks; a trial still running after that belongs to a
+worker that died, and the ranking goes without it."""
+
+
 DEFAULT_N_TRIALS = 400
 """Trials of the sampled search when the space is too large to sweep (TPE costs grow with trials)."""
 
@@ -209,16 +215,28 @@ def _join_study(storage: optuna.storages.BaseStorage, name: str, sampler: optuna
     return study
 
 
+def _wait_for_others(study: optuna.Study) -> None:
+    """Wait until no queued configuration is still being evaluated by another worker (at most
+    :data:`IN_FLIGHT_WAIT_S`), so that this worker ranks everything."""
+    import optuna
+
+    in_flight = (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
+    deadline = time.monotonic() + IN_FLIGHT_WAIT_S
+    while time.monotonic() < deadline and any(
+            t.user_attrs.get(QUEUED) for t in study.get_trials(deepcopy=False, states=in_flight)):
+        time.sleep(0.05)
+
+
 def run_shared(candidates: Sequence[Candidate], ev: Evaluator, objective: str, storage: str, name: str,
                 progress: ProgressFn | None) -> optuna.Study:
     """Cooperate with other processes on one study in shared storage (an Optuna RDB URL).
 
     The creating process enqueues one trial per valid configuration (parameter ``candidate``:
     its index in the deterministic enumeration, so every worker must search the same
-    question); each worker pops queued trials until none is left. One parameter and one user
-    attribute per trial keep the database round trips few (each costs milliseconds). Workers
-    may start together on a database that never held a study: :func:`open_storage` creates
-    Optuna's schema once.
+    question); each worker pops queued trials until none is left, waits for the others' last
+    ones, and ranks them all. One parameter and one user attribute per trial keep the database
+    round trips few (each costs milliseconds). Workers may start together on a database that
+    never held a study: :func:`open_storage` creates Optuna's schema once.
     """
     import optuna
 
@@ -261,6 +279,7 @@ def run_shared(candidates: Sequence[Candidate], ev: Evaluator, objective: str, s
         if progress is not None:
             progress(done, len(candidates))
     # Rank what every worker found, not only this one's share (predictions are deterministic).
+    _wait_for_others(study)
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     ev.feasible.clear()
     for t in complete:

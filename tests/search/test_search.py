@@ -208,7 +208,7 @@ def run_workers(n_workers: int, urls: list[str], tmp_path: Path) -> list[list[di
 def test_workers_share_one_study_on_fresh_postgresql(n_workers: int, new_pg_url: Any, tmp_path: Path) -> None:
     """Workers started together on a database that never held a study (so they create Optuna's
     schema at once) all succeed, ten times over: every configuration is evaluated exactly once
-    across them."""
+    across them, and each ranks what all of them found, so all give the same best."""
     pytest.importorskip("psycopg")
     tiny = ModelSpec(name="tiny", layers=4, hidden=512, heads=8, ffn=2048, vocab=32000, seq_len=1024)
     n_valid = len(enumerate_space(tiny, 2, 1, "fsdp").candidates)
@@ -227,7 +227,8 @@ def test_workers_share_one_study_on_fresh_postgresql(n_workers: int, new_pg_url:
             took_part.append(len({t.user_attrs["result"]["worker"] for t in complete}))
         finally:
             storage.engine.dispose()
-        assert {a["n_valid"] for a in answers} == {n_valid}
+        assert {a["n_valid"] for a in answers} == {a["n_evaluated"] for a in answers} == {n_valid}
+        assert {a["best"] for a in answers} == {answers[0]["best"]}
     assert max(took_part) >= 2, "the workers shared the work"
 
 
