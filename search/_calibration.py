@@ -48,6 +48,11 @@ class Calibration:
     backward pass (bucketed overlap)."""
     microbatch_overhead_s: float = 0.0
     """Host-side time per micro-batch per stage (Python, kernel launches, scheduling)."""
+    pipeline_engine_microbatch_s: float = 0.0
+    """Extra host time per micro-batch per stage of DeepSpeed's ``PipelineEngine`` (the
+    instruction interpreter of ``TrainSchedule``, its meta-data sends and the per-micro-batch
+    buffer management, ``deepspeed/runtime/pipe/engine.py``), on top of
+    :attr:`microbatch_overhead_s`; Megatron's and torch's schedules do not pay it."""
     fp8_gemm_speedup: float = 1.5
     """Speed-up of FP8 GEMMs over BF16 end to end (casts, scaling and amax bookkeeping eat
     most of the 2x peak ratio)."""

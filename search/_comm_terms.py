@@ -29,6 +29,13 @@ def tp_forward_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec
     all-reduces forward, 2 backward. With sequence parallelism each all-reduce becomes a
     reduce-scatter + all-gather of the same ring traffic (Korthikanti et al. 2022 Sec. 4.2.2).
     The backward pass repeats it (:func:`search._schedule.tp_comm_per_layer_s`).
+
+    With ``tp_comm_overlap`` (Megatron-Core ``--tp-comm-overlap``, Transformer Engine
+    userbuffers) each all-gather and reduce-scatter is split into ``tp`` ring chunks pipelined
+    with the GEMM that consumes or produces it, and the bulk wgrad/dgrad overlaps have no data
+    dependency: only one chunk of each collective stays exposed (NeMo
+    ``communication_overlap.rst``: pipelined RS "exposes one reduce-scatter chunk";
+    frameworks_2.md sec. 5; a derived rule, not a published constant).
     """
     if config.tp == 1:
         return 0.0
@@ -36,25 +43,51 @@ def tp_forward_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec
     size_bytes = tokens * model.hidden * BYTES_16BIT
     if config.sp:
         rs_s = reduce_scatter_time_s(size_bytes, config.tp, link)
-        return 2.0 * (rs_s + all_gather_time_s(size_bytes, config.tp, link))
+        both_s = 2.0 * (rs_s + all_gather_time_s(size_bytes, config.tp, link))
+        return both_s / config.tp if config.tp_comm_overlap else both_s
     return 2.0 * all_reduce_time_s(size_bytes, config.tp, link)
 
 
-def cp_comm_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, config: ParallelConfig,
-                        cal: Calibration, lt: LayerTimes) -> tuple[float, float]:
-    """Exposed forward and backward context-parallel traffic of one block.
+CP_FWD_MERGE_BYTES_PER_ELEMENT = 4.0
+"""Forward: each ring step's 16-bit partial output is written (2 bytes) and read (2) once more by the final
+log-sum-exp correction (Transformer Engine ``AttnFuncWithCPAndKVP2P`` keeps ``out_per_step`` and
+corrects after the loop; ``flash_attn_fwd_out_correction``)."""
+CP_BWD_ACCUMULATE_BYTES_PER_ELEMENT = 8.0
+"""Backward: each ring step adds its dq, dk and dv into fp32 accumulators (read 4 + write 4
+bytes per element; the dk/dv accumulators travel around the ring with K and V)."""
 
-    Ring attention (Liu et al. 2023, arXiv:2310.01889; Megatron-Core context parallelism):
-    cp - 1 exchanges of the local K and V (``2 * tokens * kv_dim / tp`` elements) forward,
-    and of K, V plus their gradients backward, overlapped with the attention blocks.
+
+def cp_comm_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, config: ParallelConfig,
+                        cal: Calibration, lt: LayerTimes, hbm_bytes_per_s: float) -> tuple[float, float]:
+    """Forward and backward time context parallelism adds to one block: the exposed part of the
+    ring exchange and the merging of the per-step partial results.
+
+    Ring attention (Liu et al. 2023, arXiv:2310.01889) as Megatron-Core runs it through Transformer
+    Engine's ``AttnFuncWithCPAndKVP2P`` (p2p, the default ``--cp-comm-type``): ``cp`` steps per
+    layer; at each of the ``cp - 1`` exchanges a rank sends its K and V chunk
+    (``2 * tokens * kv_dim / tp`` 16-bit elements) to the next rank while it runs attention of
+    its queries against the chunk it holds, so a step exposes only the part of the transfer
+    that the step's attention (1/cp of the layer's, with the zig-zag causal load balance) does
+    not cover. Backward sends K, V and their gradients (twice the bytes) against the backward
+    step's attention. The partial outputs are merged by log-sum-exp (forward) and the
+    gradients accumulated in fp32 (backward): memory-bound traffic of
+    :data:`CP_FWD_MERGE_BYTES_PER_ELEMENT` / :data:`CP_BWD_ACCUMULATE_BYTES_PER_ELEMENT` per
+    element and step that the unsplit attention does not pay.
     """
-    if config.cp == 1:
+    cp = config.cp
+    if cp == 1:
         return 0.0, 0.0
-    link = p2p_link(cluster, config.cp, config.tp, cal)
-    kv_bytes = 2.0 * tokens * model.kv_dim / config.tp * BYTES_16BIT
-    fwd = (config.cp - 1) * p2p_time_s(kv_bytes, link.bus_bytes_per_s, link.latency_s)
-    bwd = 2.0 * fwd
-    return max(0.0, fwd - lt.attention_s), max(0.0, bwd - lt.attention_backward_s)
+    link = p2p_link(cluster, cp, config.tp, cal)
+    kv_elements = 2.0 * tokens * model.kv_dim / config.tp
+    send_s = p2p_time_s(kv_elements * BYTES_16BIT, link.bus_bytes_per_s, link.latency_s)
+    steps = cp - 1
+    fwd_exposed = steps * max(0.0, send_s - lt.attention_s / cp)
+    bwd_send_s = p2p_time_s(2.0 * kv_elements * BYTES_16BIT, link.bus_bytes_per_s, link.latency_s)
+    bwd_exposed = steps * max(0.0, bwd_send_s - lt.attention_backward_s / cp)
+    q_elements = tokens * model.hidden / config.tp
+    merge_s = cp * q_elements * CP_FWD_MERGE_BYTES_PER_ELEMENT / hbm_bytes_per_s
+    accumulate_s = steps * (q_elements + kv_elements) * CP_BWD_ACCUMULATE_BYTES_PER_ELEMENT / hbm_bytes_per_s
+    return fwd_exposed + merge_s, bwd_exposed + accumulate_s
 
 
 def pp_p2p_per_micro_batch_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, config: ParallelConfig,
@@ -86,6 +119,28 @@ def grad_reduce_bytes_per_param(training: TrainingSpec) -> float:
     return 2.0
 
 
+MEGATRON_MIN_BUCKET_PARAMS = 40e6
+"""Megatron DDP bucket: ``max(40M, 1M x dp)`` parameters (``distributed_data_parallel_config.py``
+``bucket_size``; frameworks_2.md sec. 2.3)."""
+MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1e6
+DEEPSPEED_REDUCE_BUCKET_PARAMS = 5e8
+"""DeepSpeed ``reduce_bucket_size`` / ``allgather_bucket_size`` default (elements)."""
+
+
+def dp_bucket_params(framework: str, dp: int, params: float, layer_params: float) -> float:
+    """Parameters of the last bucket a runtime reduces or gathers, the part of the data-parallel
+    traffic no overlap can hide ("exposes only one DP communication chunk", NeMo
+    communication_overlap.rst; frameworks_2.md sec. 5): Megatron's DDP bucket, DeepSpeed's
+    reduce bucket, FSDP's per-block flat parameter."""
+    if framework == "megatron":
+        bucket = max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * dp)
+    elif framework == "fsdp":
+        bucket = layer_params
+    else:
+        bucket = DEEPSPEED_REDUCE_BUCKET_PARAMS
+    return min(params, bucket)
+
+
 @dataclass(frozen=True, slots=True)
 class StepComm:
     """Data-parallel traffic: per micro-batch (overlapped with it) and per optimizer step."""
@@ -98,18 +153,34 @@ class StepComm:
     params_per_gpu_shard: float
     """Parameters of this GPU's ZeRO shard_params of the largest stage (what its optimizer updates)."""
     warnings: tuple[str, ...]
+    last_bucket_s: float = 0.0
+    """The last bucket of ``per_step_s`` (exposed whatever the overlap)."""
+    last_gather_bucket_s: float = 0.0
+    """The first bucket of ``per_step_gather_s`` (exposed whatever the overlap)."""
+
+
+def _bucket_share(total_s: float, bucket_params: float, params: float) -> float:
+    return total_s * bucket_params / params if params > 0 else 0.0
 
 
 def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec, cal: Calibration,
-                stage_params: tuple[float, float]) -> StepComm:
-    """Data-parallel gradient sync and ZeRO parameter gathers of the largest stage.
+                stage_params: tuple[float, float], layer_params: float = 0.0) -> StepComm:
+    """Data-parallel gradient sync and ZeRO parameter gathers of the largest stage, when each
+    runtime really runs them (frameworks_2.md sec. 2.3, read from the runtimes' code):
 
-    ZeRO (Rajbhandari et al. 2020 Sec. 7): stages 0-2 move 2 x the gradient bytes per step
-    (all-reduce = reduce-scatter + all-gather), stage 3 1.5x that (gather in forward and in
-    backward, reduce-scatter of gradients). DeepSpeed ZeRO-2/3 and FSDP reduce-scatter every
-    micro-batch (no ``no_sync`` under sharding); Megatron reduces once per step. ZeRO-3 and
-    FSDP re-gather parameters every micro-batch. ``stage_params`` are the first and last
-    stage's parameters per GPU (:func:`search._stages.stage_params_per_gpu`).
+    * ZeRO-1 / distributed optimizer and DDP (Megatron, DeepSpeed stages 0-1): one reduction per
+      step, on the last micro-batch (``no_sync`` / gradient-accumulation boundary).
+    * DeepSpeed ZeRO-2 (``partition_gradients``, ``stage_1_and_2.py``), Megatron-FSDP
+      ``optim_grads`` / ``optim_grads_params`` (``grad_reduce_every_bprop``) and FSDP2 without
+      pipelining reduce-scatter on every micro-batch's backward.
+    * ZeRO-3 / FULL_SHARD re-gathers parameters in every forward and backward.
+    * torch pipelining + FSDP2 (torchtitan pp > 1): ``set_requires_gradient_sync(False)`` and
+      ``set_reshard_after_backward(False)`` on all but the last backward, so one all-gather and
+      one reduce-scatter per step, the stage's parameters and gradients unsharded meanwhile.
+
+    Volumes (Rajbhandari et al. 2020 Sec. 7): all-reduce = reduce-scatter + all-gather of the
+    gradient bytes. ``stage_params`` are the first and last stage's parameters per GPU
+    (:func:`search._stages.stage_params_per_gpu`); ``layer_params`` one block's per GPU.
     """
     group = config.dp * config.cp
     params = max(stage_params)
@@ -122,11 +193,12 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     link = group_link(cluster, group, config.tp, cal)
     grad_bytes = params * grad_reduce_bytes_per_param(training)
     param_bytes = params * BYTES_16BIT
-    deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
+    framework = training.framework
+    deepspeed = framework in ("deepspeed", "megatron-deepspeed")
     z3_eff = cal.deepspeed_zero3_efficiency if deepspeed else cal.zero3_efficiency
     z3_link = Link(link.bus_bytes_per_s * z3_eff, link.latency_s, link.inter_node)
     stage = config.zero_stage
-    sharded_runtime = training.framework in ("deepspeed", "fsdp", "megatron-deepspeed")
+    torch_pipeline = framework == "fsdp" and config.pp > 1
     per_micro_batch_s = 0.0
     step_s = 0.0
     gather = 0.0
@@ -135,17 +207,22 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     elif stage == 1:
         step_s = reduce_scatter_time_s(grad_bytes, group, link)
         gather = all_gather_time_s(param_bytes, group, link)
+    elif torch_pipeline:  # FSDP2 under torch pipelining: once per step (stage 2 and 3 alike)
+        step_s = reduce_scatter_time_s(grad_bytes, group, z3_link)
+        gather = all_gather_time_s(param_bytes, group, z3_link)
     elif stage == 2:
-        if training.framework == "fsdp":  # SHARD_GRAD_OP: gather and reduce-scatter every micro-batch
+        if framework == "fsdp":  # SHARD_GRAD_OP: gather and reduce-scatter every micro-batch
             per_micro_batch_s = reduce_scatter_time_s(grad_bytes, group, z3_link)
             per_micro_batch_s += all_gather_time_s(param_bytes, group, z3_link)
-        elif sharded_runtime:  # DeepSpeed ZeRO-2: bucketed reduce-scatter in every backward
-            per_micro_batch_s = reduce_scatter_time_s(grad_bytes, group, link)
+        elif framework == "megatron":  # Megatron-FSDP optim_grads: flat-buffer reduce-scatter per backward
+            per_micro_batch_s = reduce_scatter_time_s(grad_bytes, group, z3_link)
             gather = all_gather_time_s(param_bytes, group, link)
-        else:
-            step_s = reduce_scatter_time_s(grad_bytes, group, link)
+        else:  # DeepSpeed ZeRO-2: bucketed reduce-scatter in every backward
+            per_micro_batch_s = reduce_scatter_time_s(grad_bytes, group, link)
             gather = all_gather_time_s(param_bytes, group, link)
     else:
         per_micro_batch_s = 2.0 * all_gather_time_s(param_bytes, group, z3_link)
         per_micro_batch_s += reduce_scatter_time_s(grad_bytes, group, z3_link)
-    return StepComm(per_micro_batch_s, step_s, gather, shard_params, tuple(warnings))
+    bucket = dp_bucket_params(framework, config.dp, params, layer_params or params)
+    return StepComm(per_micro_batch_s, step_s, gather, shard_params, tuple(warnings),
+                    _bucket_share(step_s, bucket, params), _bucket_share(gather, bucket, params))

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
+from search._error_band import error_band, within_band
 from search._errors import SpecError
 from search._memory_plan import MemoryPlan
 from search._model_spec import ModelSpec
@@ -17,6 +18,7 @@ from search._predict import predict, predict_memory, time_lower_bound_s
 from search._prediction import Prediction
 from search._search_result import RankedConfig
 from search._space import Candidate
+from search._support import support_status
 
 ProgressFn = Callable[[int, int], None]
 
@@ -27,6 +29,7 @@ def describe(framework: str, c: ParallelConfig) -> str:
         f" offload(opt={c.offload_optimizer},param={c.offload_param})")
     return (f"{framework} dp={c.dp} tp={c.tp} pp={c.pp}" + (f" vp={c.vp}" if c.vp > 1 else "")
             + (f" cp={c.cp}" if c.cp > 1 else "") + (" sp" if c.sp else "")
+            + (" tp-overlap" if c.tp_comm_overlap else "")
             + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={c.recompute}")
 
 
@@ -55,8 +58,10 @@ class Evaluator:
     """Memory first, then time; remembers every timed feasible prediction and the closest misses."""
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, global_batch: int, precision: str,
-                 cal: Calibration, objective: str, price: float | None) -> None:
+                 cal: Calibration, objective: str, price: float | None, min_headroom_bytes: float = 0.0) -> None:
         self.model, self.cluster, self.cal = model, cluster, cal
+        self.min_headroom_bytes = min_headroom_bytes
+        """GPU memory a configuration must leave free to count as feasible (a safety margin)."""
         self.objective, self.price = objective, price
         self.tokens_per_step = global_batch * model.seq_len
         self.trainings = {fw: TrainingSpec(global_batch, cast(Precision, precision), framework=fw)
@@ -75,7 +80,8 @@ class Evaluator:
         """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`). The bound is
         m times a per-micro-batch time that depends only on the layer shape, cached here by it."""
         c = cand.config
-        key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute)
+        key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute, c.tp_comm_overlap,
+               cand.framework == "megatron-deepspeed")
         per_micro_batch_s = self._bound_cache.get(key)
         if per_micro_batch_s is None:
             one = replace(c, dp=1, zero_stage=0, offload_optimizer="none", offload_param="none", vp=1)
@@ -96,7 +102,7 @@ class Evaluator:
     def _evaluate(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         self.n_evaluated += 1
         plan = self.memory(cand)
-        if not plan.feasible:
+        if not plan.feasible or plan.peak_bytes > plan.gpu_capacity_bytes - self.min_headroom_bytes:
             node = self.cluster.node
             # Closest first: by how far GPU memory is exceeded, then host memory and NVMe.
             ratio = (plan.peak_bytes / self.cluster.gpu.memory_bytes,
@@ -114,23 +120,27 @@ class Evaluator:
 
 
 def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective: str,
-           progress: ProgressFn | None, max_visits: int | None = None) -> None:
+           progress: ProgressFn | None, max_visits: int | None = None, band: float = 0.0) -> None:
     """Exact top-k by branch and bound: visit configurations by their optimistic throughput
     (:meth:`Evaluator.upper_bound_tokens_per_s`), best first, and stop once that bound falls
     to the k-th best throughput found (no configuration left can enter the top k). The Pareto
     objective needs every feasible point, so it visits all. With ``max_visits`` it is an anytime
-    search (deterministic, unlike a deadline): it stops there with the best found so far."""
+    search (deterministic, unlike a deadline): it stops there with the best found so far. With
+    ``band`` it also visits every configuration that may lie within that relative error of the
+    best (those :func:`rank` marks equivalent), so the equivalence set is complete too."""
     total = len(candidates)
     bounds = sorted(((ev.upper_bound_tokens_per_s(c), i) for i, c in enumerate(candidates)), reverse=True)
     kth: list[float] = []  # min-heap of the k best tokens/s so far
+    best = 0.0
     step = max(1, total // 100)
     for visited, (bound, i) in enumerate(bounds, start=1):
-        if objective != "pareto" and len(kth) == top_k and bound <= kth[0]:
+        if objective != "pareto" and len(kth) == top_k and bound <= kth[0] and bound < best * (1.0 - band):
             break
         if max_visits is not None and visited > max_visits:
             break
         pred, _plan = ev(candidates[i])
         if pred is not None:
+            best = max(best, pred.tokens_per_s)
             if len(kth) < top_k:
                 heapq.heappush(kth, pred.tokens_per_s)
             elif pred.tokens_per_s > kth[0]:
@@ -141,11 +151,64 @@ def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective:
         progress(total, total)
 
 
+def sweep_band(candidates: Sequence[Candidate], cluster: ClusterSpec) -> float:
+    """The widest error band of the runtimes among ``candidates`` on this GPU (for :func:`sweep`)."""
+    return max((error_band(fw, cluster.gpu.name) for fw in {c.framework for c in candidates}), default=0.0)
+
+
+def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int]:
+    """How far a configuration is from the simplest that runs: (untested on its runtime, parallel
+    dimensions in use beyond data parallelism, departures from the runtime's defaults). Lower is
+    simpler; among configurations the model cannot tell apart, the simpler is ranked first."""
+    untested = int(support_status(framework, c) == "untested")
+    dims = sum((c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1))
+    departures = sum((c.zero_stage >= 2, c.offload_optimizer != "none", c.offload_param != "none",
+                      c.recompute != "none", c.tp_comm_overlap))
+    return untested, dims, departures
+
+
+def _simpler_because(a: tuple[str, ParallelConfig], b: tuple[str, ParallelConfig]) -> str:
+    ca, cb = complexity(*a), complexity(*b)
+    if ca[0] < cb[0]:
+        return "supported by its runtime, the faster one only accepted"
+    if ca[1] < cb[1]:
+        return f"{ca[1]} parallel dimension(s) beyond data parallelism instead of {cb[1]}"
+    return f"{ca[2]} departure(s) from the runtime's defaults instead of {cb[2]}"
+
+
 def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig, ...], tuple[RankedConfig, ...]]:
+    """The top ``top_k`` by the objective and the Pareto front.
+
+    Configurations whose score is within the best one's error band (the model's measured error
+    for that runtime and GPU, :attr:`Prediction.error_band`) are equivalent: the data cannot order
+    them. They come first, the simplest (:func:`complexity`) first and by score within the same
+    simplicity, each marked ``equivalent_to_best`` and the first one saying why it leads.
+    """
     sign = -1.0 if objective == "cost" else 1.0
     # Best score first; equal scores go to the one with more memory headroom (safer to launch).
     ordered = sorted(ev.feasible, key=lambda x: (sign * x[2], x[1].memory_headroom_bytes), reverse=True)
-    top = tuple(RankedConfig(i + 1, c.framework, c.config, p, s) for i, (c, p, s) in enumerate(ordered[:top_k]))
+    notes: dict[int, str] = {}
+    n_equivalent = 0
+    if ordered and objective != "pareto":
+        best_c, best_p, best_s = ordered[0]
+        band = best_p.error_band
+        equivalent = [x for x in ordered if within_band(x[2], best_s, band)]
+        n_equivalent = len(equivalent)
+        if n_equivalent > 1:
+            equivalent.sort(key=lambda x: (complexity(x[0].framework, x[0].config), -sign * x[2]))
+            ordered = equivalent + ordered[n_equivalent:]
+            lead = ordered[0]
+            if lead[0] != best_c:
+                why = _simpler_because((lead[0].framework, lead[0].config), (best_c.framework, best_c.config))
+                notes[0] = (f"within the model's error (+-{band:.0%}) of the fastest, "
+                            f"{describe(best_c.framework, best_c.config)} ({best_s:,.4g}); ranked first as the "
+                            f"simpler: {why}")
+            else:
+                notes[0] = f"fastest, and the simplest of {n_equivalent} configurations within +-{band:.0%} of it"
+    top = tuple(RankedConfig(i + 1, c.framework, c.config, p, s, i < n_equivalent and n_equivalent > 1,
+                             notes.get(i, f"within the model's error (+-{ordered[0][1].error_band:.0%}) of the best"
+                                       if i < n_equivalent and n_equivalent > 1 else ""))
+                for i, (c, p, s) in enumerate(ordered[:top_k]))
     points = [(p.tokens_per_s, p.memory_headroom_bytes, i) for i, (_c, p, _s) in enumerate(ev.feasible)]
     front_idx = pareto_front(points)
     pareto = tuple(RankedConfig(i + 1, ev.feasible[j][0].framework, ev.feasible[j][0].config, ev.feasible[j][1],

@@ -42,13 +42,18 @@ class ModelStateBytes:
 
 def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params: float,
                       largest_layer_params: float, layer_params: float,
-                      offload_optimizer: str, offload_param: str) -> ModelStateBytes:
+                      offload_optimizer: str, offload_param: str, *, pipelined: bool = False) -> ModelStateBytes:
     """Weights, gradients and Adam states of ``params`` parameters on one GPU.
 
     ``params`` is this GPU's model-parallel share (after TP and PP); ``shard_degree`` the
     data-parallel group ZeRO shards over. Offloading the optimizer moves the fp32 master
     weights, moments and fp32 gradients to the host (ZeRO-Offload, Ren et al. 2021 Sec. 4);
     offloading parameters leaves only the gathered working set (ZeRO-Infinity Sec. 5).
+    FSDP2 under torch pipelining (``pipelined``) keeps the stage's parameters gathered and its
+    gradients unsharded across the step's micro-batches (``set_reshard_after_backward(False)``,
+    ``set_requires_gradient_sync(False)`` in ``torch/distributed/pipelining/stage.py``): 2 bytes
+    of unsharded 16-bit parameters and 4 of fp32-accumulated gradients (FSDP2's
+    ``unsharded_accumulated_grad`` in the reduce dtype) per parameter of the stage.
     """
     d = float(shard_degree)
     p = params
@@ -65,6 +70,8 @@ def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params
         gathered = 3.0 * 2.0 * layer_params if zero_stage == 3 else 0.0
         if offload_optimizer != "none" or offload_param != "none":
             weights, grads, optimizer = (2.0 * p if zero_stage == 2 else 0.0), 0.0, 0.0
+        if pipelined and sharded:
+            gathered = (2.0 * p if zero_stage == 3 else 0.0) + 4.0 * p
         return ModelStateBytes(weights, grads, optimizer, gathered)
     stage = zero_stage
     weights = 2.0 * p / d if stage == 3 else 2.0 * p

@@ -72,7 +72,7 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
     c = config
     states = model_state_bytes(
         training.framework, c.zero_stage, c.dp * c.cp, params, model.largest_layer_params / c.tp,
-        model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param,
+        model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
     )
     stored = per_layer * (model.layers // c.pp) * held
     if c.offload_param != "none" and c.recompute == "full":

@@ -8,6 +8,7 @@ from typing import Literal
 from search._checks import divisors, one_of, positive_int
 from search._errors import SpecError
 from search._model_spec import ModelSpec
+from search._support import check_supported
 
 Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full"]
@@ -50,13 +51,17 @@ class ParallelConfig:
     """ZeRO-Infinity target of the 16-bit parameters (ZeRO-3 only)."""
     recompute: Recompute = "none"
     """Activation recomputation: none, selective (attention core, Korthikanti et al. 2022), full."""
+    tp_comm_overlap: bool = False
+    """Megatron-Core ``--tp-comm-overlap`` (Transformer Engine userbuffers): tensor-parallel
+    all-gathers and reduce-scatters pipelined with the GEMMs they feed. Needs sp."""
 
     def __post_init__(self) -> None:
         owner = "ParallelConfig"
         for name in ("dp", "tp", "pp", "vp", "cp", "micro_batch"):
             positive_int(owner, name, getattr(self, name))
-        if not isinstance(self.sp, bool):
-            raise SpecError(f"{owner}.sp", f"{self.sp!r} is not a boolean", "use true or false")
+        for flag in ("sp", "tp_comm_overlap"):
+            if not isinstance(getattr(self, flag), bool):
+                raise SpecError(f"{owner}.{flag}", f"{getattr(self, flag)!r} is not a boolean", "use true or false")
         if type(self.zero_stage) is not int or self.zero_stage not in (0, 1, 2, 3):
             raise SpecError(f"{owner}.zero_stage", f"{self.zero_stage!r} is not a ZeRO stage", "use 0, 1, 2 or 3")
         one_of(owner, "offload_optimizer", self.offload_optimizer, OFFLOADS)
@@ -75,13 +80,17 @@ class ParallelConfig:
                             "set zero_stage to 1, 2 or 3, or offload_optimizer='none'")
         if self.sp and self.tp == 1:
             raise SpecError(f"{owner}.sp", "sequence parallelism needs tp > 1", "set sp=false or tp >= 2")
+        if self.tp_comm_overlap and not self.sp:
+            raise SpecError(f"{owner}.tp_comm_overlap", "TP communication overlap needs sequence parallelism",
+                            "set sp=true (with tp >= 2) or tp_comm_overlap=false")
         if self.vp > 1 and self.pp == 1:
             raise SpecError(f"{owner}.vp", f"{self.vp} virtual stages need pipeline parallelism (pp > 1)",
                             "set vp=1 or pp >= 2")
 
     @classmethod
     def trusted(cls, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int, zero_stage: int,
-                offload_optimizer: Offload, offload_param: Offload, recompute: Recompute) -> ParallelConfig:
+                offload_optimizer: Offload, offload_param: Offload, recompute: Recompute, *,
+                tp_comm_overlap: bool = False) -> ParallelConfig:
         """Build without re-validating, for enumerators that generate only valid values
         (:func:`search._space.enumerate_space`, whose tests check every result against
         :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
@@ -89,7 +98,7 @@ class ParallelConfig:
         for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp), ("sp", sp),
                             ("micro_batch", micro_batch), ("zero_stage", zero_stage),
                             ("offload_optimizer", offload_optimizer), ("offload_param", offload_param),
-                            ("recompute", recompute)):
+                            ("recompute", recompute), ("tp_comm_overlap", tp_comm_overlap)):
             object.__setattr__(self, name, value)
         return self
 
@@ -125,43 +134,9 @@ class TrainingSpec:
 
 
 def check_runtime(c: ParallelConfig, framework: str) -> None:
-    """Raise :class:`SpecError` for what the runtime cannot run (``shared/reference/frameworks.md``).
-
-    DeepSpeed alone has no tensor or pipeline parallelism; DeepSpeed's PipelineEngine refuses
-    ZeRO-2/3 (``deepspeed/runtime/pipe/engine.py``: "ZeRO-2 and ZeRO-3 are incompatible with
-    pipeline parallelism"), has no interleaved schedule and runs without offload; neither
-    DeepSpeed nor Megatron-DeepSpeed has context parallelism; FSDP2 shards gradients and
-    parameters (stage 2 = SHARD_GRAD_OP, 3 = FULL_SHARD) and offloads everything to CPU together
-    (CPUOffloadPolicy, full sharding only); Megatron offloads only the optimizer, to CPU
-    (``--optimizer-cpu-offload``).
-    """
-    field = "TrainingSpec.framework"
-    if framework == "deepspeed" and (c.tp > 1 or c.pp > 1 or c.cp > 1):
-        raise SpecError(field, "DeepSpeed alone has no tensor, pipeline or context parallelism",
-                        "use framework='megatron-deepspeed' for tp/pp with DeepSpeed, or tp=pp=cp=1")
-    if framework == "megatron-deepspeed" and c.cp > 1:
-        raise SpecError("ParallelConfig.cp", "Megatron-DeepSpeed has no --context-parallel-size",
-                        "set cp=1, or framework='megatron'")
-    if framework == "megatron-deepspeed" and c.pp > 1 and c.offload_optimizer != "none":
-        raise SpecError("ParallelConfig.offload_optimizer", "DeepSpeed's pipeline engine runs without offload",
-                        "set offload_optimizer='none' with pp > 1, or pp=1")
-    if framework in ("deepspeed", "megatron-deepspeed") and c.pp > 1 and c.zero_stage >= 2:
-        raise SpecError("ParallelConfig.zero_stage", f"DeepSpeed's pipeline engine refuses ZeRO-{c.zero_stage}",
-                        "use zero_stage 0 or 1 with pp > 1, or pp=1")
-    if framework in ("deepspeed", "megatron-deepspeed") and c.vp > 1:
-        raise SpecError("ParallelConfig.vp", "DeepSpeed's pipeline engine has no interleaved schedule",
-                        "set vp=1, or framework='megatron'")
-    if framework == "fsdp" and c.zero_stage not in (2, 3):
-        raise SpecError("ParallelConfig.zero_stage", f"FSDP shards with ZeRO-2 or ZeRO-3, not {c.zero_stage}",
-                        "use 2 (SHARD_GRAD_OP) or 3 (FULL_SHARD), or framework='megatron' for DDP / ZeRO-1")
-    offloads = (c.offload_optimizer, c.offload_param)
-    if framework == "fsdp" and offloads != ("none", "none") and (offloads != ("cpu", "cpu") or c.zero_stage != 3):
-        raise SpecError("ParallelConfig.offload_optimizer", "FSDP2 offloads parameters, gradients and optimizer "
-                        "together, to CPU, with full sharding (CPUOffloadPolicy)",
-                        "use offload_optimizer='cpu' and offload_param='cpu' with zero_stage=3, or no offload")
-    if framework == "megatron" and (c.offload_param != "none" or c.offload_optimizer == "nvme"):
-        raise SpecError("ParallelConfig.offload_param", "Megatron offloads only the optimizer, and only to CPU",
-                        "use offload_optimizer='cpu' and offload_param='none', or framework='deepspeed'")
+    """Raise :class:`SpecError` for what the runtime cannot run: the ``refused`` entries of the
+    support matrix (:data:`search._support.SUPPORT_MATRIX`, each with its citation)."""
+    check_supported(c, framework)
 
 
 def _hint(n: int) -> str:

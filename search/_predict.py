@@ -30,6 +30,7 @@ from search._compute_time import (
     make_kernels,
     optimizer_step_time_s,
 )
+from search._error_band import error_band
 from search._errors import SpecError
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
 from search._memory_plan import MemoryPlan, plan_memory
@@ -45,6 +46,7 @@ from search._schedule import (
     tp_comm_per_layer_s,
 )
 from search._stages import stage_params_per_gpu
+from search._support import support_warnings
 
 
 @lru_cache(maxsize=64)
@@ -73,7 +75,8 @@ class MicroBatchTerms:
 
 @lru_cache(maxsize=8192)
 def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
-                       cp: int, sp: bool, pp: int, micro_batch: int, recompute: str) -> MicroBatchTerms:
+                       cp: int, sp: bool, pp: int, micro_batch: int, recompute: str,
+                       tp_comm_overlap: bool = False) -> MicroBatchTerms:
     """Compute, TP/CP communication, recomputation and LM-head time of one micro-batch on one stage.
 
     They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute, layers per
@@ -81,12 +84,13 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     """
     kernels, _ = _kernels(gpu, precision, cal)
     cluster = ClusterSpec(gpu=gpu, node=node)
-    c = ParallelConfig(tp=tp, cp=cp, sp=sp, pp=pp, micro_batch=micro_batch, recompute=cast(Recompute, recompute))
+    c = ParallelConfig(tp=tp, cp=cp, sp=sp, pp=pp, micro_batch=micro_batch, recompute=cast(Recompute, recompute),
+                       tp_comm_overlap=tp_comm_overlap)
     tokens = micro_batch * model.seq_len / cp
     layers_per_stage = model.layers // pp
     lt = layer_times(model, tokens, model.seq_len, tp, sp, kernels)
     tp_fwd_s = tp_forward_per_layer_s(model, tokens, cluster, c, cal)
-    cp_fwd_s, cp_bwd_s = cp_comm_per_layer_s(model, tokens, cluster, c, cal, lt)
+    cp_fwd_s, cp_bwd_s = cp_comm_per_layer_s(model, tokens, cluster, c, cal, lt, kernels.hbm_bytes_per_s)
     recompute_layer_s = recompute_per_layer_s(recompute, model.attention, lt, tp_fwd_s, cp_fwd_s)
     head_fwd_s, head_bwd_s = lm_head_time_s(model, tokens, tp, kernels)
     return MicroBatchTerms(
@@ -99,6 +103,23 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     )
 
 
+def microbatch_overhead_s(framework: str, pp: int, cal: Calibration) -> float:
+    """Host time per micro-batch per stage: every runtime's (Python, launches), plus DeepSpeed's
+    pipeline engine's own where it schedules the pipeline (Megatron-DeepSpeed with pp > 1;
+    :attr:`Calibration.pipeline_engine_microbatch_s`, fitted on the BLOOM-176B benchmarks)."""
+    engine_s = cal.pipeline_engine_microbatch_s if framework == "megatron-deepspeed" and pp > 1 else 0.0
+    return cal.microbatch_overhead_s + engine_s
+
+
+def dp_overlap(framework: str, pp: int, cal: Calibration) -> float:
+    """Share of the last backward / first forward that hides data-parallel traffic: the fitted
+    :attr:`Calibration.dp_overlap`, except under DeepSpeed's pipeline engine, whose
+    ``TrainSchedule`` issues ``ReduceTiedGrads``, ``ReduceGrads`` and ``OptimizerStep`` as
+    instructions after the last backward pass (``deepspeed/runtime/pipe/schedule.py:239-241``;
+    ``engine.py::_exec_reduce_grads``): nothing overlaps the reduction there."""
+    return 0.0 if framework == "megatron-deepspeed" and pp > 1 else cal.dp_overlap
+
+
 def time_lower_bound_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
                        calibration: Calibration | None = None) -> float:
     """A cheap lower bound on :func:`predict`'s iteration time: the last stage's per-micro-batch
@@ -108,9 +129,10 @@ def time_lower_bound_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelC
     cal = calibration or default_calibration()
     c = config
     t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.pp,
-                           c.micro_batch, c.recompute)
+                           c.micro_batch, c.recompute, c.tp_comm_overlap)
     m = training.global_batch // (c.dp * c.micro_batch)
-    return m * (t.compute_s + t.tp_comm_s + t.cp_comm_s + t.recompute_s + t.head_s + cal.microbatch_overhead_s)
+    overhead_s = microbatch_overhead_s(training.framework, c.pp, cal)
+    return m * (t.compute_s + t.tp_comm_s + t.cp_comm_s + t.recompute_s + t.head_s + overhead_s)
 
 
 def predict_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
@@ -145,16 +167,17 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     layers_per_stage = model.layers // c.pp
 
     t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.pp, c.micro_batch,
-                           c.recompute)
+                           c.recompute, c.tp_comm_overlap)
     lt = t.layer
     compute_mb_s, tp_mb_s, cp_mb_s = t.compute_s, t.tp_comm_s, t.cp_comm_s
-    recompute_mb_s, head_mb_s, overhead_mb_s = t.recompute_s, t.head_s, cal.microbatch_overhead_s
+    recompute_mb_s, head_mb_s = t.recompute_s, t.head_s
+    overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal)
     body_mb_s = compute_mb_s + tp_mb_s + cp_mb_s + recompute_mb_s + overhead_mb_s
     last_stage_mb_s = body_mb_s + head_mb_s  # the LM head sits on the last stage
     stage_avg_mb_s = body_mb_s + head_mb_s / c.pp
 
     stage_params = stage_params_per_gpu(model, c)
-    comm = step_comm_s(cluster, c, training, cal, stage_params)
+    comm = step_comm_s(cluster, c, training, cal, stage_params, model.params_per_layer / c.tp)
     # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute.
     mb_with_traffic_s = overlapped_s(last_stage_mb_s, comm.per_micro_batch_s, cal.zero3_overlap)
     off = offload_terms(model, cluster, c, layers_per_stage, stage_params)
@@ -163,7 +186,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)
     bubble_s = pipeline_bubble_s(c.pp, c.vp, stage_avg_mb_s + p2p_s)
     dp_s = dp_exposed_s(comm.per_step_s, comm.per_step_gather_s, layers_per_stage * lt.backward_s,
-                        layers_per_stage * lt.forward_s, cal.dp_overlap)
+                        layers_per_stage * lt.forward_s, dp_overlap(training.framework, c.pp, cal),
+                        comm.last_bucket_s, comm.last_gather_bucket_s)
     params_shard = comm.params_per_gpu_shard
     optimizer_s = 0.0 if c.offload_optimizer != "none" else optimizer_step_time_s(params_shard, kernels)
 
@@ -206,7 +230,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         num_micro_batches=m,
         feasible=mem.feasible,
         reasons=mem.reasons,
-        warnings=comm.warnings,
+        warnings=comm.warnings + support_warnings(training.framework, c),
+        error_band=error_band(training.framework, gpu.name),
     )
 
 

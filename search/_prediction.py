@@ -34,6 +34,9 @@ class Prediction:
     feasible: bool
     reasons: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    error_band: float = 0.0
+    """Relative iteration-time error to expect (0.07: +-7 %): the model's measured MAPE on
+    published runs of this runtime and GPU family (:func:`search._error_band.error_band`)."""
 
     @property
     def bottleneck(self) -> str:
@@ -57,7 +60,8 @@ class Prediction:
     def explain(self) -> str:
         """A readable multi-line breakdown for people."""
         lines = [
-            f"iteration time   {self.iteration_time_s:10.3f} s   ({self.num_micro_batches} micro-batches)",
+            f"iteration time   {self.iteration_time_s:10.3f} s   ({self.num_micro_batches} micro-batches; "
+            f"+-{self.error_band:.0%}, the model's measured error for this runtime and GPU)",
             f"throughput       {self.tokens_per_s:10.0f} tokens/s",
             f"model TFLOP/s    {self.model_tflop_per_s_per_gpu:10.1f} per GPU   "
             f"MFU {self.mfu:.1%}   HFU {self.hfu:.1%}",

@@ -52,13 +52,17 @@ def pipeline_bubble_s(pp: int, vp: int, stage_micro_batch_s: float) -> float:
 
 
 def dp_exposed_s(reduce_s: float, gather_s: float, last_backward_s: float, first_forward_s: float,
-                 overlap: float) -> float:
+                 overlap: float, last_bucket_s: float = 0.0, first_gather_bucket_s: float = 0.0) -> float:
     """Data-parallel traffic left on the critical path with bucketed overlap.
 
     The gradient reduction starts bucket by bucket during the last micro-batch's backward
     (PyTorch DDP buckets, Li et al. 2020 Sec. 3.2.3; Megatron ``--overlap-grad-reduce``;
     DeepSpeed ``overlap_comm``); the parameter all-gather of a sharded optimizer overlaps the
     next step's first forward (Megatron ``--overlap-param-gather``). ``overlap`` is the share of
-    those passes that can hide traffic.
+    those passes that can hide traffic. The last gradient bucket is reduced after the backward
+    ends, and the first parameter bucket gathered before the forward can start, so one bucket
+    of each stays exposed (NeMo ``communication_overlap.rst``: "exposes only one DP
+    communication chunk"; frameworks_2.md sec. 5).
     """
-    return max(0.0, reduce_s - overlap * last_backward_s) + max(0.0, gather_s - overlap * first_forward_s)
+    return (max(last_bucket_s, reduce_s - overlap * last_backward_s)
+            + max(first_gather_bucket_s, gather_s - overlap * first_forward_s))

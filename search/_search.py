@@ -19,7 +19,16 @@ from typing import cast
 from search._calibration import Calibration, default_calibration
 from search._cluster_spec import ClusterSpec
 from search._errors import SpecError
-from search._evaluator import Evaluator, ProgressFn, describe, objective_score, pareto_front, rank, sweep
+from search._evaluator import (
+    Evaluator,
+    ProgressFn,
+    describe,
+    objective_score,
+    pareto_front,
+    rank,
+    sweep,
+    sweep_band,
+)
 from search._model_spec import ModelSpec
 from search._parallel_spec import Framework, ParallelConfig, Precision, TrainingSpec
 from search._predict import predict_memory
@@ -39,12 +48,15 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
            n_trials: int | None = None, timeout_s: float | None = None, price_per_gpu_hour: float | None = None,
            storage: str | None = None, study_name: str | None = None,
            max_exhaustive: int = DEFAULT_MAX_EXHAUSTIVE, progress: ProgressFn | None = None,
-           calibration: Calibration | None = None) -> SearchResult:
+           calibration: Calibration | None = None, min_headroom_bytes: float = 0.0,
+           allow_untested: bool = False) -> SearchResult:
     """Rank the configurations of ``model`` on ``cluster`` for ``global_batch`` sequences per step.
 
     ``framework`` is a runtime or ``any``; ``objective`` is ``throughput`` (max tokens/s),
     ``cost`` (min $ per million tokens, needs ``price_per_gpu_hour``) or ``pareto`` (tokens/s
-    vs memory headroom). Raises :class:`SpecError` on invalid arguments.
+    vs memory headroom). ``min_headroom_bytes`` of GPU memory must stay free at every ranked
+    configuration's predicted peak (a safety margin); ``allow_untested`` also ranks what the
+    support matrix marks untested. Raises :class:`SpecError` on invalid arguments.
     """
     import optuna
 
@@ -56,13 +68,16 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
                         "give the $ per GPU-hour of the cluster for the cost objective")
     if top_k < 1:
         raise SpecError("top_k", f"{top_k!r} is not >= 1", "ask for at least one configuration")
+    if isinstance(min_headroom_bytes, bool) or not 0 <= min_headroom_bytes < cluster.gpu.memory_bytes:
+        raise SpecError("min_headroom", f"{min_headroom_bytes!r} bytes is not between 0 and the GPU's memory",
+                        f"give a margin below {cluster.gpu.memory_bytes / 2**30:.0f} GiB")
     if (storage is None) != (study_name is None):
         raise SpecError("study_name", "storage and study_name go together", "give both, or neither")
     TrainingSpec(global_batch, cast(Precision, precision))  # validates batch and precision
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
-    space = enumerate_space(model, cluster.world_size, global_batch, framework)
-    ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour)
+    space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested)
+    ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour, min_headroom_bytes)
     candidates = space.candidates
     name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
     exhaustive = storage is None and len(candidates) <= max_exhaustive and n_trials is None
@@ -70,7 +85,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         study = run_shared(candidates, ev, objective, storage, name, progress)
         exhaustive = True
     elif exhaustive:
-        sweep(candidates, ev, top_k, objective, progress)
+        sweep(candidates, ev, top_k, objective, progress, band=sweep_band(candidates, cluster))
         study = tell_study(ev, objective, name, top_k)
     else:
         study = run_sampler(candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,
@@ -95,7 +110,9 @@ def _hints(ev: Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch: 
         return ()
     hints = []
     for _neg_ratio, _n, cand, plan in sorted(ev.closest, reverse=True):
-        hints.append(f"closest: {describe(cand.framework, cand.config)}: {'; '.join(plan.reasons)}")
+        reasons = plan.reasons or (f"leaves {(plan.gpu_capacity_bytes - plan.peak_bytes) / 2**30:.1f} GiB free, "
+                                   f"less than the {ev.min_headroom_bytes / 2**30:.1f} GiB asked for",)
+        hints.append(f"closest: {describe(cand.framework, cand.config)}: {'; '.join(reasons)}")
     if framework in ("any", "deepspeed", "megatron-deepspeed"):
         fw = "deepspeed" if framework == "any" else framework
         for offload in ("cpu", "nvme"):

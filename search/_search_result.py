@@ -20,6 +20,10 @@ class RankedConfig:
     prediction: Prediction
     score: float
     """The objective value it was ranked by (tokens/s, or $ per million tokens)."""
+    equivalent_to_best: bool = False
+    """Its score is within the model's error band of the best score: the data cannot tell them apart."""
+    note: str = ""
+    """Why it stands where it does when that is not its score alone (equivalence, simplicity)."""
 
     @property
     def explanation(self) -> str:
@@ -35,6 +39,8 @@ class RankedConfig:
             "framework": self.framework,
             "config": asdict(self.config),
             "score": self.score,
+            "equivalent_to_best": self.equivalent_to_best,
+            "note": self.note,
             "explanation": self.explanation,
             "prediction": self.prediction.to_dict(),
         }

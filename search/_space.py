@@ -8,7 +8,8 @@ Dimensions (their raw product is :attr:`Space.size`):
 
 * tp, pp, cp: divisors of ``world_size``; dp = world_size / (tp*pp*cp) is derived, not a dimension;
 * vp: divisors of layers / pp (its raw range is counted at pp = 1: the divisors of layers);
-* sp: False, True; micro_batch: divisors of global_batch / dp (raw: of global_batch), or the
+* sp, tp_comm_overlap: (False, False), (True, False), (True, True) with tp > 1;
+  micro_batch: divisors of global_batch / dp (raw: of global_batch), or the
   caller's list; zero_stage: 0-3; offload_optimizer, offload_param: none, cpu, nvme;
   recompute: none, selective, full; framework: the runtimes of the target (four for ``"any"``).
 
@@ -17,13 +18,14 @@ tp divides heads, kv_heads and ffn; pp divides layers; pp*vp divides layers; cp 
 flash attention and seq_len % (2*cp) == 0 (load-balanced causal CP); sp needs tp > 1;
 vp > 1 needs pp > 1; global_batch % (dp*micro_batch) == 0 (DeepSpeed train_batch rule).
 
-Runtime rules (``shared/reference/frameworks.md``). Each candidate passes ``check_runtime``; these
-rules are stricter than it for deepspeed/megatron-deepspeed cp, megatron-deepspeed offload with
-pp > 1, and fsdp's stages and offloads:
+Runtime rules: the support matrix (:mod:`search._support`, each entry cited) decides, for every
+candidate, whether its runtime runs it; ``refused`` combinations are never listed and ``untested``
+ones only on request. In summary:
 
 * megatron (Megatron-Core 0.19, sec. 5): TP, PP, VP, SP, CP. zero 0 = DDP, 1 =
   ``--use-distributed-optimizer``, 2/3 = Megatron-FSDP ``--data-parallel-sharding-strategy
-  optim_grads`` / ``optim_grads_params``. Offload: the optimizer only, to CPU only
+  optim_grads`` / ``optim_grads_params``, with pp = 1 only (refused with pipelines; optimizer
+  offload with it is untested). Offload: the optimizer only, to CPU only
   (``--optimizer-cpu-offload``, the flag ``check_runtime`` names; ParallelConfig asks zero >= 1).
 * deepspeed: no TP, PP or CP of its own (tp = pp = cp = 1). zero 0-3 with ZeRO-Offload /
   ZeRO-Infinity rules (sec. 1.3, enforced by ParallelConfig): optimizer to cpu needs zero >= 1,
@@ -61,6 +63,7 @@ from functools import cache
 from search._errors import SpecError
 from search._model_spec import ModelSpec
 from search._parallel_spec import Framework, Offload, ParallelConfig, Recompute
+from search._support import SupportStatus, cached_status
 
 FRAMEWORK_TARGETS: tuple[str, ...] = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "any")
 """What :func:`enumerate_space` accepts: one runtime, or ``"any"`` for all four."""
@@ -111,33 +114,38 @@ def _divisors(n: int) -> list[int]:
     return small + large[::-1]
 
 
-def _runtime_allows(runtime: Framework, pipelined: bool, zero: int, opt: Offload, param: Offload) -> bool:
-    """Whether ``runtime`` runs this ZeRO stage with these offloads (rules in the module docstring)."""
-    # ParallelConfig's own rules (DeepSpeed ZeRO-Offload / ZeRO-Infinity).
-    if (param != "none" and zero != 3) or (opt == "nvme" and zero != 3) or (opt != "none" and zero == 0):
-        return False
-    if runtime == "megatron":  # --optimizer-cpu-offload only
-        return param == "none" and opt != "nvme"
-    if runtime == "megatron-deepspeed" and pipelined:  # PipelineEngine: ZeRO 0/1, no offload
-        return zero <= 1 and opt == "none" and param == "none"
-    if runtime == "fsdp":  # FSDP2: SHARD_GRAD_OP / FULL_SHARD; CPUOffloadPolicy with FULL_SHARD
-        return (zero in (2, 3) and opt == param == "none") or (zero == 3 and opt == param == "cpu")
-    return True  # deepspeed, and megatron-deepspeed with pp = 1
+def _config_allows(zero: int, opt: Offload, param: Offload) -> bool:
+    """ParallelConfig's own rules (DeepSpeed ZeRO-Offload / ZeRO-Infinity): optimizer offload
+    needs ZeRO >= 1, NVMe optimizer offload and any parameter offload ZeRO-3."""
+    return not ((param != "none" and zero != 3) or (opt == "nvme" and zero != 3) or (opt != "none" and zero == 0))
+
+
+def _status(runtime: Framework, tp: int, pp: int, vp: int, cp: int, sp: bool, zero: int, opt: Offload,
+            param: Offload, recompute: Recompute, overlap: bool = False) -> SupportStatus:
+    """The support matrix's verdict (:func:`search._support.cached_status`, cached per key)."""
+    return cached_status((runtime, tp > 1, pp > 1, vp > 1, cp > 1, sp, zero, opt, param, recompute, overlap))
+
+
+def _admits(status: SupportStatus, allow_untested: bool) -> bool:
+    return status == "supported" or (allow_untested and status == "untested")
 
 
 @cache
-def _policies(runtime: Framework, pipelined: bool, sharded: bool) -> tuple[Policy, ...]:
+def _policies(runtime: Framework, pipelined: bool, sharded: bool, allow_untested: bool) -> tuple[Policy, ...]:
     """The (zero, offload_optimizer, offload_param) choices of one runtime, de-duplicated.
 
-    ``sharded`` is dp*cp > 1; without it only the lowest permitted stage of each offload
-    pair is kept.
+    Policy entries of the support matrix look at the ZeRO stage, the offloads and whether the
+    layout is pipelined only, so a representative layout decides them. ``sharded`` is
+    dp*cp > 1; without it only the lowest permitted stage of each offload pair is kept.
     """
+    pp = 2 if pipelined else 1
     allowed = [
         (zero, opt, param)
         for zero in _ZERO_STAGES
         for opt in _OFFLOADS
         for param in _OFFLOADS
-        if _runtime_allows(runtime, pipelined, zero, opt, param)
+        if _config_allows(zero, opt, param)
+        and _admits(_status(runtime, 1, pp, 1, 1, False, zero, opt, param, "none"), allow_untested)
     ]
     if sharded:
         return tuple(allowed)
@@ -147,13 +155,10 @@ def _policies(runtime: Framework, pipelined: bool, sharded: bool) -> tuple[Polic
     return tuple(p for p in allowed if lowest[(p[1], p[2])] is p)
 
 
-def _runs(runtime: Framework, tp: int, pp: int, cp: int, vp: int) -> bool:
-    """Whether ``runtime`` has these parallelisms (rules in the module docstring)."""
-    if runtime == "deepspeed":  # no TP, PP or CP of its own
-        return tp == pp == cp == 1
-    if runtime == "megatron-deepspeed":  # no --context-parallel-size; PipelineEngine is not interleaved
-        return cp == 1 and vp == 1
-    return True  # megatron, fsdp: TP, PP, VP, SP, CP
+def _runs(runtime: Framework, tp: int, pp: int, cp: int, vp: int, allow_untested: bool) -> bool:
+    """Whether ``runtime`` has these parallelisms with at least one of its policies."""
+    return any(_admits(_status(runtime, tp, pp, vp, cp, False, zero, opt, param, "none"), allow_untested)
+               for zero, opt, param in _policies(runtime, pp > 1, True, allow_untested))
 
 
 # Megatron-Core's interleaved schedule (0.19.2 pipeline_parallel/schedules.py:1133-1153) groups
@@ -175,12 +180,12 @@ def _torch_schedule_runs(n_micro: int, pp: int, vp: int) -> bool:
 
 @cache
 def _labelled_policies(
-    runtimes: tuple[Framework, ...], pipelined: bool, sharded: bool
+    runtimes: tuple[Framework, ...], pipelined: bool, sharded: bool, allow_untested: bool
 ) -> tuple[tuple[Policy, tuple[Framework, ...]], ...]:
     """Each policy any of ``runtimes`` permits, with the runtimes that permit it, lowest stage first."""
     labels: dict[Policy, list[Framework]] = {}
     for runtime in runtimes:
-        for policy in _policies(runtime, pipelined, sharded):
+        for policy in _policies(runtime, pipelined, sharded, allow_untested):
             labels.setdefault(policy, []).append(runtime)
     order = {o: i for i, o in enumerate(_OFFLOADS)}
     ranked = sorted(labels, key=lambda p: (p[0], order[p[1]], order[p[2]]))
@@ -209,11 +214,15 @@ def enumerate_space(
     global_batch: int,
     framework: str,
     micro_batches: Sequence[int] | None = None,
+    *,
+    allow_untested: bool = False,
 ) -> Space:
     """Every valid, de-duplicated configuration of ``model`` on ``world_size`` GPUs.
 
     ``framework`` is one of :data:`FRAMEWORK_TARGETS`; ``micro_batches`` restricts the
-    micro-batch sizes (None: every divisor of global_batch / dp). Raises :class:`SpecError`
+    micro-batch sizes (None: every divisor of global_batch / dp). Combinations the support
+    matrix (:mod:`search._support`) marks ``untested`` are left out unless ``allow_untested``;
+    ``refused`` ones always. Raises :class:`SpecError`
     for an unknown framework target or a bad argument.
     """
     runtimes = _targets(framework)
@@ -236,7 +245,8 @@ def enumerate_space(
     # Loops in the order tp, pp, cp, vp, sp, zero/offload, recompute, micro_batch; integer checks
     # first, and one ParallelConfig per configuration, labelled once per runtime that runs it.
     for tp in tps:
-        sps = (False, True) if tp > 1 else (False,)
+        # (sp, tp_comm_overlap): overlap needs sp, and only Megatron has it (the matrix says so).
+        sps = ((False, False), (True, False), (True, True)) if tp > 1 else ((False, False),)
         for pp in pps:
             if world_size % (tp * pp):
                 continue
@@ -249,15 +259,20 @@ def enumerate_space(
                 per_rank = global_batch // dp
                 micro = _divisors(per_rank) if mbs is None else [m for m in mbs if per_rank % m == 0]
                 for vp in vps:
-                    live = tuple(r for r in runtimes if _runs(r, tp, pp, cp, vp))
+                    live = tuple(r for r in runtimes if _runs(r, tp, pp, cp, vp, allow_untested))
                     if not live:
                         continue
-                    options = _labelled_policies(live, pp > 1, dp * cp > 1)
-                    for sp in sps:
-                        for (zero, opt, param), labels in options:
+                    options = _labelled_policies(live, pp > 1, dp * cp > 1, allow_untested)
+                    for sp, overlap in sps:
+                        for (zero, opt, param), all_labels in options:
                             for rc in recomputes:
+                                labels = tuple(r for r in all_labels if _admits(
+                                    _status(r, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap), allow_untested))
+                                if not labels:
+                                    continue
                                 for mb in micro:
-                                    config = ParallelConfig.trusted(dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc)
+                                    config = ParallelConfig.trusted(dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc,
+                                                                    tp_comm_overlap=overlap)
                                     for runtime in labels:
                                         if runtime == "fsdp" and pp > 1 and not _torch_schedule_runs(
                                                 per_rank // mb, pp, vp):
@@ -267,6 +282,6 @@ def enumerate_space(
                                         candidates.append(Candidate(runtime, config))
 
     n_micro = len(mbs) if mbs is not None else len(_divisors(global_batch))
-    size = (len(runtimes) * len(world_divisors) ** 3 * len(_divisors(model.layers)) * 2 * n_micro
+    size = (len(runtimes) * len(world_divisors) ** 3 * len(_divisors(model.layers)) * 3 * n_micro
             * len(_ZERO_STAGES) * len(_OFFLOADS) ** 2 * len(_RECOMPUTES))
     return Space(size=size, candidates=tuple(candidates))

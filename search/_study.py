@@ -42,14 +42,15 @@ DEFAULT_N_TRIALS = 400
 """Trials of the sampled search when the space is too large to sweep (TPE costs grow with trials)."""
 
 
-PARAMS = ("framework", "tp", "pp", "cp", "vp", "sp", "micro_batch", "zero_stage", "offload_optimizer",
-          "offload_param", "recompute")
+PARAMS = ("framework", "tp", "pp", "cp", "vp", "sp", "tp_comm_overlap", "micro_batch", "zero_stage",
+          "offload_optimizer", "offload_param", "recompute")
 
 
 def _params(candidate: Candidate) -> dict[str, Any]:
     c = candidate.config
     return {"framework": candidate.framework, "tp": c.tp, "pp": c.pp, "cp": c.cp, "vp": c.vp, "sp": c.sp,
-            "micro_batch": c.micro_batch, "zero_stage": c.zero_stage, "offload_optimizer": c.offload_optimizer,
+            "tp_comm_overlap": c.tp_comm_overlap, "micro_batch": c.micro_batch, "zero_stage": c.zero_stage,
+            "offload_optimizer": c.offload_optimizer,
             "offload_param": c.offload_param, "recompute": c.recompute}
 
 
@@ -156,6 +157,7 @@ class _Repair:
         def mismatch(cand: Candidate) -> float:
             c = cand.config
             return float(abs(math.log2(c.micro_batch / p["micro_batch"])) + (c.vp != p["vp"]) + (c.sp != p["sp"])
+                         + (c.tp_comm_overlap != p["tp_comm_overlap"])
                          + (c.zero_stage != p["zero_stage"]) + (c.offload_optimizer != p["offload_optimizer"])
                          + (c.offload_param != p["offload_param"]) + (c.recompute != p["recompute"]))
 

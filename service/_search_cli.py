@@ -63,6 +63,11 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--profile-max-age-days", type=float, default=90.0, metavar="DAYS",
                    help="warn when the profile is older than this (default: 90)")
     p.add_argument("--tokens", type=float, metavar="T", help="training token budget (e.g. 300e9): time to train")
+    p.add_argument("--min-headroom", metavar="GiB|PCT%", type=_headroom,
+                   help="GPU memory every ranked configuration must leave free: GiB (e.g. 4) or a share of the "
+                        "GPU (e.g. 10%%)")
+    p.add_argument("--allow-untested", action="store_true",
+                   help="also rank combinations the runtime accepts but has never been shown to run")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_emit_arguments(p)
     p.set_defaults(handler=run_search)
@@ -146,6 +151,27 @@ class _ProgressBar:
             self.bar[0].stop()
 
 
+def _headroom(text: str) -> tuple[float, bool]:
+    """``"4"`` / ``"4GiB"`` -> (4.0, False); ``"10%"`` -> (10.0, True)."""
+    raw = text.strip()
+    percent = raw.endswith("%")
+    number = raw.rstrip("%").removesuffix("GiB").removesuffix("gib").strip()
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GiB or a percentage (e.g. 4 or 10%)") from None
+    if not 0 <= value < (100 if percent else 4096):
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range: give 0-4096 GiB or 0-99 %")
+    return value, percent
+
+
+def _headroom_bytes(headroom: tuple[float, bool] | None, gpu_memory_bytes: float) -> float:
+    if headroom is None:
+        return 0.0
+    value, percent = headroom
+    return value / 100.0 * gpu_memory_bytes if percent else value * 2**30
+
+
 def run_search(args: argparse.Namespace) -> int:
     """The ``search`` subcommand."""
     _check(args)
@@ -170,7 +196,9 @@ def run_search(args: argparse.Namespace) -> int:
             return search(model, cluster, args.global_batch, precision=args.precision, framework=args.framework,
                           objective=args.objective, top_k=args.top, seed=args.seed, n_trials=args.trials,
                           timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour,
-                          storage=args.storage, study_name=study_name, progress=bar)
+                          storage=args.storage, study_name=study_name, progress=bar,
+                          min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
+                          allow_untested=args.allow_untested)
 
     if node_counts is None or len(node_counts) == 1:
         result = one(None if node_counts is None else node_counts[0], args.study_name)

@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vp", type=int, default=1, metavar="N", help="virtual stages per pipeline rank (default: 1)")
     p.add_argument("--cp", type=int, default=1, metavar="N", help="context-parallel degree (default: 1)")
     p.add_argument("--sp", action="store_true", help="Megatron sequence parallelism (needs tp > 1)")
+    p.add_argument("--tp-comm-overlap", action="store_true",
+                   help="Megatron-Core --tp-comm-overlap: TP collectives pipelined with GEMMs (needs --sp)")
     p.add_argument("--micro-batch", type=int, default=1, metavar="N", help="sequences per micro-batch (default: 1)")
     p.add_argument("--zero-stage", type=int, default=0, choices=(0, 1, 2, 3), help="ZeRO stage (default: 0)")
     p.add_argument("--offload-optimizer", default="none", choices=OFFLOADS, help="optimizer offload (default: none)")
@@ -93,7 +95,7 @@ def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig
     config = ParallelConfig(
         dp=1 if args.dp is None else args.dp, tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, sp=args.sp,
         micro_batch=args.micro_batch, zero_stage=args.zero_stage, offload_optimizer=args.offload_optimizer,
-        offload_param=args.offload_param, recompute=args.recompute,
+        offload_param=args.offload_param, recompute=args.recompute, tp_comm_overlap=args.tp_comm_overlap,
     )
     if args.dp is not None:
         return config

@@ -129,6 +129,8 @@ class ConfigIn(_In):
     vp: int = Field(default=1, ge=1, le=1024)
     cp: int = Field(default=1, ge=1, le=1024)
     sp: bool = False
+    tp_comm_overlap: bool = Field(default=False, description="Megatron-Core --tp-comm-overlap: TP all-gathers "
+                                  "and reduce-scatters pipelined with their GEMMs (needs sp and Transformer Engine).")
     micro_batch: int = Field(default=1, ge=1, le=65_536)
     zero_stage: int = Field(default=0, ge=0, le=3)
     offload_optimizer: Literal["none", "cpu", "nvme"] = "none"

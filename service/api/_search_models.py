@@ -60,6 +60,12 @@ class SearchIn(_In):
     price_per_gpu_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                              description="$ per GPU-hour; required for objective cost.")
     budget: BudgetIn = BudgetIn()
+    min_headroom_gib: float = Field(default=0.0, ge=0, le=4096, allow_inf_nan=False,
+                                    description="GPU memory every ranked configuration must leave free, in GiB "
+                                    "(a safety margin over the predicted peak).")
+    allow_untested: bool = Field(default=False, description="Also rank combinations the runtime's parser accepts "
+                                 "but that no documentation, test or published run shows running (marked in "
+                                 "each prediction's warnings).")
 
 
 class SearchCounts(_Out):
@@ -132,6 +138,7 @@ class ParallelConfigOut(_Out):
     vp: int
     cp: int
     sp: bool
+    tp_comm_overlap: bool = Field(default=False, description="Megatron-Core --tp-comm-overlap (needs sp).")
     micro_batch: int
     zero_stage: int
     offload_optimizer: Literal["none", "cpu", "nvme"]
@@ -163,6 +170,8 @@ class PredictionOut(_Out):
     warnings: list[str]
     bottleneck: str
     memory_headroom_bytes: float
+    error_band: float = Field(default=0.0, description="Relative iteration-time error to expect (0.07 = +-7 %): "
+                              "the model's measured error on published runs of this runtime and GPU family.")
 
 
 class RankedConfigOut(_Out):
@@ -170,6 +179,9 @@ class RankedConfigOut(_Out):
     framework: Runtime
     config: ParallelConfigOut
     score: float = Field(description="The objective value it was ranked by (tokens/s, or $ per million tokens).")
+    equivalent_to_best: bool = Field(default=False, description="Within the model's error band of the best score: "
+                                     "the model cannot order them; the simpler ones are ranked first.")
+    note: str = Field(default="", description="Why it stands where it does when that is not its score alone.")
     explanation: str
     prediction: PredictionOut
     launch: str = Field(description="The launch endpoint of this configuration (add ?target=...).")

@@ -90,6 +90,7 @@ class ResolvedSearch:
                "framework": b.framework, "objective": b.objective, "top": b.top,
                "budget": b.budget.model_dump(mode="json"),
                "price_per_gpu_hour": b.price_per_gpu_hour if b.objective == "cost" else None,
+               "min_headroom_gib": b.min_headroom_gib, "allow_untested": b.allow_untested,
                "autopar_version": autopar_version}
         text = json.dumps(key, sort_keys=True, separators=(",", ":"), allow_nan=False)
         return hashlib.sha256(text.encode()).hexdigest()
@@ -99,7 +100,8 @@ class ResolvedSearch:
         b = self.body
         return {"precision": b.training.precision, "framework": b.framework, "objective": b.objective,
                 "top_k": b.top, "seed": b.budget.seed, "n_trials": b.budget.n_trials,
-                "timeout_s": b.budget.timeout_s, "price_per_gpu_hour": b.price_per_gpu_hour}
+                "timeout_s": b.budget.timeout_s, "price_per_gpu_hour": b.price_per_gpu_hour,
+                "min_headroom_bytes": b.min_headroom_gib * 2**30, "allow_untested": b.allow_untested}
 
 
 def _check_limits(body: SearchIn, settings: Settings) -> None:

@@ -118,6 +118,8 @@ def megatron_args(request: LaunchRequest) -> list[str]:
         args += ["--num-layers-per-virtual-pipeline-stage", str(m.layers // c.pp // c.vp)]
     if c.sp:
         args.append("--sequence-parallel")
+    if c.tp_comm_overlap:  # Transformer Engine userbuffers (the default --transformer-impl)
+        args.append(_require("--tp-comm-overlap", "TP communication overlap"))
     if c.cp > 1:
         args += ["--context-parallel-size", str(c.cp)]
     args += ["--micro-batch-size", str(c.micro_batch), "--global-batch-size", str(t.global_batch)]
@@ -218,6 +220,9 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
     if "--sequence-parallel" in v and tp == 1:
         raise SpecError(_FIELD, "--sequence-parallel needs --tensor-model-parallel-size > 1 "
                         "(Megatron silently turns it off)", "drop --sequence-parallel or use tp > 1")
+    if "--tp-comm-overlap" in v and "--sequence-parallel" not in v:
+        raise SpecError(_FIELD, "--tp-comm-overlap needs --sequence-parallel (arguments.py:1401)",
+                        "add --sequence-parallel or drop --tp-comm-overlap")
     if "--overlap-param-gather" in v and not ({"--use-distributed-optimizer", "--use-megatron-fsdp"} & v.keys()):
         raise SpecError(_FIELD, "--overlap-param-gather is only supported with the distributed optimizer",
                         "add --use-distributed-optimizer or drop --overlap-param-gather")

@@ -134,12 +134,17 @@ def test_a_configuration_several_runtimes_run_appears_once_per_runtime() -> None
 # ---------------------------------------------------------------- brute force over the raw product
 
 
-def issue_allows(runtime: str, c: ParallelConfig, batch: int) -> bool:
-    """The runtime rules of the issue, written out independently of search._space."""
+def issue_allows(runtime: str, c: ParallelConfig, batch: int, allow_untested: bool = False) -> bool:
+    """The runtime rules of the issues, written out independently of search._space and the
+    support matrix: refused and (unless allowed) untested combinations are out."""
     offload = (c.offload_optimizer, c.offload_param)
+    if c.tp_comm_overlap and runtime != "megatron":
+        return False  # --tp-comm-overlap is Megatron-Core's (Transformer Engine userbuffers)
     if runtime == "megatron":  # interleaved: Megatron-Core groups micro-batches by pp
         if c.vp > 1 and (batch // (c.dp * c.micro_batch)) % c.pp:
             return False
+        if c.zero_stage >= 2 and (c.pp > 1 or (not allow_untested and c.offload_optimizer != "none")):
+            return False  # Megatron-FSDP: pp = 1 only; with optimizer offload unproven
         return c.offload_param == "none" and c.offload_optimizer != "nvme"
     if runtime == "deepspeed":
         return c.tp == c.pp == c.cp == 1
@@ -150,11 +155,14 @@ def issue_allows(runtime: str, c: ParallelConfig, batch: int) -> bool:
         rounds = max(1, n // c.pp)
         if (c.vp == 1 and n < c.pp) or (c.vp > 1 and n % rounds):
             return False
+        if offload != ("none", "none") and not allow_untested:
+            return False  # CPU offload with torch pipelining: unproven
     return c.zero_stage in (2, 3) and (offload == ("none", "none") or (offload == ("cpu", "cpu") and c.zero_stage == 3))
 
 
 def brute_force(model: ModelSpec, world: int, batch: int, target: str,
-                micro_batches: Sequence[int] | None = None) -> set[tuple[str, ParallelConfig]]:
+                micro_batches: Sequence[int] | None = None,
+                allow_untested: bool = False) -> set[tuple[str, ParallelConfig]]:
     """The raw product filtered by check_compatible and the issue's rules, then de-duplicated."""
     runtimes = tuple(r for r in RUNTIMES if target in (r, "any"))
     trainings = {r: TrainingSpec(batch, framework=r) for r in runtimes}
@@ -162,11 +170,12 @@ def brute_force(model: ModelSpec, world: int, batch: int, target: str,
     valid: set[tuple[str, ParallelConfig]] = set()
     for tp, pp, cp in product(divisors(world), repeat=3):
         dp = max(1, world // (tp * pp * cp))  # a wrong product is refused by check_compatible
-        for vp, sp, mb, zero, opt, param, rc in product(divisors(model.layers), (False, True), micros, range(4),
-                                                        OFFLOADS, OFFLOADS, RECOMPUTES):
+        for vp, sp, overlap, mb, zero, opt, param, rc in product(
+                divisors(model.layers), (False, True), (False, True), micros, range(4), OFFLOADS, OFFLOADS, RECOMPUTES):
             try:
                 config = ParallelConfig(dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, sp=sp, micro_batch=mb, zero_stage=zero,
-                                        offload_optimizer=opt, offload_param=param, recompute=rc)  # type: ignore[arg-type]
+                                        offload_optimizer=opt, offload_param=param, recompute=rc,  # type: ignore[arg-type]
+                                        tp_comm_overlap=overlap)
             except SpecError:
                 continue
             for r in runtimes:
@@ -174,7 +183,7 @@ def brute_force(model: ModelSpec, world: int, batch: int, target: str,
                     check_compatible(model, world, config, trainings[r])
                 except SpecError:
                     continue
-                if issue_allows(r, config, batch):
+                if issue_allows(r, config, batch, allow_untested):
                     valid.add((r, config))
     kept: set[tuple[str, ParallelConfig]] = set()
     for label, c in valid:
@@ -198,6 +207,7 @@ TINY_STANDARD = ModelSpec(name="tiny-standard", layers=4, hidden=8, heads=2, ffn
                           attention="standard")
 
 
+@pytest.mark.parametrize("allow_untested", [False, True])
 @pytest.mark.parametrize(("model", "world", "batch", "target", "micro"), [
     (TINY_FLASH, 4, 4, "any", None),
     (TINY_FLASH, 8, 2, "fsdp", None),
@@ -205,9 +215,9 @@ TINY_STANDARD = ModelSpec(name="tiny-standard", layers=4, hidden=8, heads=2, ffn
     (TINY_STANDARD, 4, 8, "megatron-deepspeed", [1, 4]),
 ])
 def test_exact_count_against_brute_force(model: ModelSpec, world: int, batch: int, target: str,
-                                         micro: list[int] | None) -> None:
-    space = enumerate_space(model, world, batch, target, micro)
-    expected = brute_force(model, world, batch, target, micro)
+                                         micro: list[int] | None, allow_untested: bool) -> None:
+    space = enumerate_space(model, world, batch, target, micro, allow_untested=allow_untested)
+    expected = brute_force(model, world, batch, target, micro, allow_untested)
     got = [(c.framework, c.config) for c in space.candidates]
     assert len(got) == len(expected)
     assert set(got) == expected
@@ -261,14 +271,14 @@ def test_random_shapes_are_valid_unique_and_complete(job: tuple[ModelSpec, int, 
 
 
 def test_size_is_the_raw_product_of_choice_counts() -> None:
-    # tp, pp, cp: divisors of 1024 (11); vp: divisors of 96 layers (12); sp 2; micro: divisors of 2048 (12);
-    # zero 4; two offloads 3 * 3; recompute 3; and for 'any' four runtimes.
-    raw = 11 ** 3 * 12 * 2 * 12 * 4 * 3 * 3 * 3
-    assert space_of("gpt3-175b", 1024, 2048, "megatron").size == raw == 41_399_424
+    # tp, pp, cp: divisors of 1024 (11); vp: divisors of 96 layers (12); (sp, tp_comm_overlap) 3;
+    # micro: divisors of 2048 (12); zero 4; two offloads 3 * 3; recompute 3; and for 'any' four runtimes.
+    raw = 11 ** 3 * 12 * 3 * 12 * 4 * 3 * 3 * 3
+    assert space_of("gpt3-175b", 1024, 2048, "megatron").size == raw == 62_099_136
     assert space_of("gpt3-175b", 1024, 2048, "any").size == 4 * raw
     model = MODELS["llama3-70b"]
     size = enumerate_space(model, 8, 32, "fsdp", micro_batches=[1, 2, 2, 4]).size
-    assert size == math.prod([len(divisors(8))] * 3 + [len(divisors(80)), 2, 3, 4, 3, 3, 3])
+    assert size == math.prod([len(divisors(8))] * 3 + [len(divisors(80)), 3, 3, 4, 3, 3, 3])
 
 
 def test_micro_batches_restrict_the_choices() -> None:

@@ -415,3 +415,48 @@ def test_calibration_constants_are_validated(name: str, value: float) -> None:
 
     with pytest.raises(SpecError, match=r"Calibration"):
         Calibration(**{name: value})
+
+
+# ---------------------------------------------------------------- the support matrix
+
+
+def test_megatron_fsdp_with_pipeline_is_refused_with_its_evidence() -> None:
+    with pytest.raises(SpecError, match=re.escape("ParallelConfig.zero_stage")) as info:
+        _check(gpt(), ParallelConfig(dp=4, pp=2, zero_stage=2), "megatron")
+    assert "Megatron-FSDP" in str(info.value) and "zero_stage 0 or 1" in str(info.value)
+    _check(gpt(), ParallelConfig(dp=8, zero_stage=2), "megatron")  # pp = 1: supported
+
+
+def test_every_matrix_entry_is_cited_and_applies_to_something() -> None:
+    from search._support import SUPPORT_MATRIX, SUPPORT_STATUSES
+
+    names = [e.name for e in SUPPORT_MATRIX]
+    assert len(names) == len(set(names))
+    for e in SUPPORT_MATRIX:
+        assert e.runtime in ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")
+        assert e.status in SUPPORT_STATUSES and e.status != "supported"
+        assert e.citation and e.fix and e.what
+        assert e.field.split(".")[0] in ("ParallelConfig", "TrainingSpec")
+
+
+def test_untested_combinations_are_predicted_with_a_warning() -> None:
+    from search import cluster_preset, predict
+    from search._support import support_status
+
+    config = ParallelConfig(dp=8, zero_stage=2, offload_optimizer="cpu")
+    assert support_status("megatron", config) == "untested"
+    pred = predict(gpt(), cluster_preset("dgx-a100-80gb", 1), config, TrainingSpec(64, framework="megatron"))
+    assert any("not shown to run" in w for w in pred.warnings)
+    supported = ParallelConfig(dp=8, zero_stage=1, offload_optimizer="cpu")
+    assert support_status("megatron", supported) == "supported"
+    pred = predict(gpt(), cluster_preset("dgx-a100-80gb", 1), supported, TrainingSpec(64, framework="megatron"))
+    assert not any("not shown to run" in w for w in pred.warnings)
+
+
+def test_tp_comm_overlap_needs_sequence_parallelism_and_megatron() -> None:
+    with pytest.raises(SpecError, match=re.escape("ParallelConfig.tp_comm_overlap")):
+        ParallelConfig(dp=4, tp=2, tp_comm_overlap=True)
+    for framework in ("fsdp", "megatron-deepspeed"):
+        with pytest.raises(SpecError, match=re.escape("ParallelConfig.tp_comm_overlap")):
+            _check(gpt(), ParallelConfig(dp=4, tp=2, sp=True, zero_stage=2, tp_comm_overlap=True), framework)
+    _check(gpt(), ParallelConfig(dp=4, tp=2, sp=True, tp_comm_overlap=True), "megatron")

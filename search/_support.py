@@ -1,0 +1,240 @@
+"""What each runtime really runs: the support matrix, one source of truth for the search, the
+cost model and the launch emitters.
+
+Every entry names a combination of parallel degrees and memory policies of one runtime, its
+status and the evidence (the framework's docs, ``validate_args``, an assert, or an upstream
+issue; most are quoted with file and line in ``shared/reference/frameworks.md`` and
+``frameworks_2.md``):
+
+* ``refused``: the runtime raises, or its maintainers say it does not work; never enumerated,
+  and :func:`search.check_compatible` raises with the entry's reason and fix.
+* ``untested``: a parser accepts it, but no documentation, functional test or published run
+  shows it running; enumerated only when the caller allows untested combinations, and every
+  prediction of it carries the entry's warning.
+
+A combination no entry names is ``supported``. Versions pinned: megatron-core 0.19.x,
+Megatron-DeepSpeed (2025-07-16), DeepSpeed 0.19, torchtitan 0.3.0 with torch FSDP2.
+
+Predicates look only at whether a parallelism is in use (tp, pp, vp, cp > 1), at sp and at
+the ZeRO stage, offloads, recomputation and TP-communication overlap, so the enumerator can
+cache a status per combination of those (:func:`support_key`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Literal
+
+from search._errors import SpecError
+
+if TYPE_CHECKING:
+    from search._parallel_spec import ParallelConfig
+
+SupportStatus = Literal["supported", "untested", "refused"]
+SUPPORT_STATUSES: tuple[SupportStatus, ...] = ("supported", "untested", "refused")
+
+
+@dataclass(frozen=True, slots=True)
+class SupportEntry:
+    """One combination a runtime refuses or has never been shown to run."""
+
+    runtime: str
+    """``megatron``, ``deepspeed``, ``megatron-deepspeed`` or ``fsdp``."""
+    name: str
+    """Short identifier, stable across versions (for tests, docs and the API)."""
+    status: SupportStatus
+    field: str
+    """The spec field an error names."""
+    what: str
+    """The combination and why it is refused or unproven."""
+    fix: str
+    """What to change."""
+    citation: str
+    """Where the fact comes from."""
+    applies: Callable[[ParallelConfig], bool]
+
+
+def _megatron_fsdp(c: ParallelConfig) -> bool:
+    return c.zero_stage >= 2
+
+
+SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
+    # --- Megatron-LM / Megatron-Core ------------------------------------------------------------
+    SupportEntry(
+        "megatron", "megatron-fsdp-pipeline", "refused", "ParallelConfig.zero_stage",
+        "Megatron-FSDP (ZeRO-2/3: --use-megatron-fsdp, optim_grads / optim_grads_params) with pipeline "
+        "parallelism is not supported: documented only with TP, CP and EP, every functional test uses pp = 1, "
+        "and pipeline support is an open upstream request",
+        "use zero_stage 0 or 1 (DDP or --use-distributed-optimizer) with pp > 1, or pp=1 with ZeRO-2/3",
+        "megatron-core 0.19 docs/user-guide/parallelism-guide.md ('Integrated with TP, CP, EP'); "
+        "tests/functional_tests/test_cases/*fsdp*/model_config.yaml (pp 1); NVIDIA/Megatron-LM#1455; "
+        "frameworks_2.md sec. 2.2",
+        lambda c: _megatron_fsdp(c) and c.pp > 1,
+    ),
+    SupportEntry(
+        "megatron", "megatron-offload-params", "refused", "ParallelConfig.offload_param",
+        "Megatron offloads only the optimizer, and only to CPU (--optimizer-cpu-offload); it has no parameter "
+        "or NVMe offload",
+        "use offload_optimizer='cpu' and offload_param='none', or framework='deepspeed' for ZeRO-Infinity",
+        "megatron-core 0.19 megatron/core/optimizer/cpu_offloading/README.md; arguments.py --optimizer-cpu-offload",
+        lambda c: c.offload_param != "none" or c.offload_optimizer == "nvme",
+    ),
+    SupportEntry(
+        "megatron", "megatron-fsdp-optimizer-offload", "untested", "ParallelConfig.offload_optimizer",
+        "optimizer CPU offload together with Megatron-FSDP (ZeRO-2/3) passes the parser, but neither the "
+        "cpu_offloading README nor the Megatron-FSDP docs or functional tests show the two together",
+        "use zero_stage=1 with offload_optimizer='cpu', or no offload with ZeRO-2/3",
+        "megatron-core 0.19 megatron/core/optimizer/cpu_offloading/README.md; docs/user-guide/features/"
+        "megatron_fsdp.md (no offload section)",
+        lambda c: _megatron_fsdp(c) and c.offload_optimizer != "none",
+    ),
+    SupportEntry(
+        "megatron", "megatron-tp-comm-overlap-needs-sp", "refused", "ParallelConfig.tp_comm_overlap",
+        "--tp-comm-overlap needs --sequence-parallel (and tp > 1)",
+        "set sp=true with tp >= 2, or tp_comm_overlap=false",
+        "megatron-core 0.19 arguments.py:1401 (assert); frameworks_2.md sec. 5",
+        lambda c: c.tp_comm_overlap and not c.sp,
+    ),
+    # --- DeepSpeed (ZeRO, no model parallelism of its own) ---------------------------------------
+    SupportEntry(
+        "deepspeed", "deepspeed-model-parallel", "refused", "TrainingSpec.framework",
+        "DeepSpeed alone has no tensor, pipeline or context parallelism",
+        "use framework='megatron-deepspeed' for tp/pp with DeepSpeed, or tp=pp=cp=1",
+        "frameworks.md sec. 1 (DeepSpeed config keys have no tp/cp degree); DeepSpeed PipelineModule needs "
+        "model code (Megatron-DeepSpeed)",
+        lambda c: c.tp > 1 or c.pp > 1 or c.cp > 1,
+    ),
+    # --- Megatron-DeepSpeed (Megatron model code, DeepSpeed engine) ------------------------------
+    SupportEntry(
+        "megatron-deepspeed", "megatron-deepspeed-cp", "refused", "ParallelConfig.cp",
+        "Megatron-DeepSpeed has no --context-parallel-size",
+        "set cp=1, or framework='megatron'",
+        "Megatron-DeepSpeed megatron/arguments.py (2025-07-16; frameworks.md sec. 5)",
+        lambda c: c.cp > 1,
+    ),
+    SupportEntry(
+        "megatron-deepspeed", "deepspeed-pipeline-interleaved", "refused", "ParallelConfig.vp",
+        "DeepSpeed's pipeline engine runs the synchronous 1F1B TrainSchedule only (no interleaved stages)",
+        "set vp=1, or framework='megatron'",
+        "deepspeed/runtime/pipe/schedule.py (TrainSchedule); frameworks_2.md sec. 1.5",
+        lambda c: c.vp > 1,
+    ),
+    SupportEntry(
+        "megatron-deepspeed", "deepspeed-pipeline-zero2", "refused", "ParallelConfig.zero_stage",
+        "DeepSpeed's pipeline engine asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'",
+        "use zero_stage 0 or 1 with pp > 1, or pp=1",
+        "deepspeed/runtime/pipe/engine.py:76; frameworks_2.md sec. 1.5 and 2.4",
+        lambda c: c.pp > 1 and c.zero_stage >= 2,
+    ),
+    SupportEntry(
+        "megatron-deepspeed", "deepspeed-pipeline-offload", "refused", "ParallelConfig.offload_optimizer",
+        "DeepSpeed's pipeline engine runs without offload: ZeRO-Offload needs ZeRO-2/3 partitioned "
+        "gradients or ZeRO-3 parameters, which the pipeline engine refuses, and no pipeline run with ZeRO-1 "
+        "offload is documented",
+        "set offload_optimizer='none' with pp > 1, or pp=1",
+        "deepspeed/runtime/pipe/engine.py:76; docs/_tutorials/pipeline.md; frameworks_2.md sec. 2.4",
+        lambda c: c.pp > 1 and (c.offload_optimizer != "none" or c.offload_param != "none"),
+    ),
+    # --- torchtitan 0.3.0 / torch FSDP2 -----------------------------------------------------------
+    SupportEntry(
+        "fsdp", "fsdp-zero-stage", "refused", "ParallelConfig.zero_stage",
+        "FSDP shards with ZeRO-2 or ZeRO-3 (SHARD_GRAD_OP: reshard_after_forward=False; FULL_SHARD), not DDP or ZeRO-1",
+        "use zero_stage 2 or 3, or framework='megatron' for DDP / ZeRO-1",
+        "torchtitan 0.3.0 parallelisms/fsdp (fully_shard); frameworks.md sec. 7",
+        lambda c: c.zero_stage < 2,
+    ),
+    SupportEntry(
+        "fsdp", "fsdp-offload-policy", "refused", "ParallelConfig.offload_optimizer",
+        "FSDP2 offloads parameters, gradients and the optimizer step together, to CPU, with full sharding "
+        "(CPUOffloadPolicy)",
+        "use offload_optimizer='cpu' and offload_param='cpu' with zero_stage=3, or no offload",
+        "torch.distributed.fsdp CPUOffloadPolicy; torchtitan training.enable_cpu_offload (frameworks.md sec. 7)",
+        lambda c: ((c.offload_optimizer, c.offload_param) != ("none", "none")
+                   and ((c.offload_optimizer, c.offload_param) != ("cpu", "cpu") or c.zero_stage != 3)),
+    ),
+    SupportEntry(
+        "fsdp", "fsdp-offload-pipeline", "untested", "ParallelConfig.offload_optimizer",
+        "FSDP2 CPU offload with torch pipelining: the pipeline stage keeps parameters and gradients unsharded "
+        "across micro-batches (set_reshard_after_backward(False)), which CPU offload was not written for; no "
+        "torchtitan test or published run combines them",
+        "use pp=1 with CPU offload, or no offload with pp > 1",
+        "torch distributed/pipelining/stage.py backward_maybe_with_nosync; frameworks_2.md sec. 2.3",
+        lambda c: c.pp > 1 and c.offload_optimizer != "none",
+    ),
+    SupportEntry(
+        "fsdp", "fsdp-tp-comm-overlap", "refused", "ParallelConfig.tp_comm_overlap",
+        "TP communication overlap is a Megatron-Core / Transformer Engine option (torchtitan's async TP is "
+        "a different mechanism, not modelled)",
+        "set tp_comm_overlap=false, or framework='megatron'",
+        "frameworks_2.md sec. 5 (--tp-comm-overlap)",
+        lambda c: c.tp_comm_overlap,
+    ),
+    SupportEntry(
+        "deepspeed", "deepspeed-tp-comm-overlap", "refused", "ParallelConfig.tp_comm_overlap",
+        "TP communication overlap is a Megatron-Core / Transformer Engine option",
+        "set tp_comm_overlap=false, or framework='megatron'",
+        "frameworks_2.md sec. 5 (--tp-comm-overlap)",
+        lambda c: c.tp_comm_overlap,
+    ),
+    SupportEntry(
+        "megatron-deepspeed", "megatron-deepspeed-tp-comm-overlap", "refused", "ParallelConfig.tp_comm_overlap",
+        "Megatron-DeepSpeed predates --tp-comm-overlap (its pinned flag list has no such option)",
+        "set tp_comm_overlap=false, or framework='megatron'",
+        "service/launch/megatron_deepspeed_flags.txt (Megatron-DeepSpeed 2025-07-16 parser)",
+        lambda c: c.tp_comm_overlap,
+    ),
+)
+"""Every combination a runtime refuses or has never been shown to run, with its evidence."""
+
+
+def entries_for(runtime: str, config: ParallelConfig) -> tuple[SupportEntry, ...]:
+    """The matrix entries that apply to ``config`` on ``runtime`` (empty: supported)."""
+    return tuple(e for e in SUPPORT_MATRIX if e.runtime == runtime and e.applies(config))
+
+
+def support_status(runtime: str, config: ParallelConfig) -> SupportStatus:
+    """``refused`` if any entry refuses, else ``untested`` if any is untested, else ``supported``."""
+    statuses = {e.status for e in entries_for(runtime, config)}
+    if "refused" in statuses:
+        return "refused"
+    return "untested" if "untested" in statuses else "supported"
+
+
+def support_warnings(runtime: str, config: ParallelConfig) -> tuple[str, ...]:
+    """One warning per ``untested`` entry that applies (for a prediction's warnings)."""
+    return tuple(f"not shown to run on {runtime}: {e.what} ({e.citation})"
+                 for e in entries_for(runtime, config) if e.status == "untested")
+
+
+def check_supported(config: ParallelConfig, runtime: str) -> None:
+    """Raise :class:`SpecError` with the first refusing entry's reason and fix."""
+    for e in entries_for(runtime, config):
+        if e.status == "refused":
+            raise SpecError(e.field, f"{runtime}: {e.what}", e.fix)
+
+
+SupportKey = tuple[str, bool, bool, bool, bool, bool, int, str, str, str, bool]
+
+
+def support_key(runtime: str, config: ParallelConfig) -> SupportKey:
+    """What the matrix's predicates look at (see the module docstring)."""
+    c = config
+    return (runtime, c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1, c.sp, c.zero_stage, c.offload_optimizer,
+            c.offload_param, c.recompute, c.tp_comm_overlap)
+
+
+@cache
+def cached_status(key: SupportKey) -> SupportStatus:
+    """:func:`support_status` of a representative configuration of ``key`` (for enumerators)."""
+    from search._parallel_spec import ParallelConfig
+
+    runtime, tp, pp, vp, cp, sp, zero, opt, param, recompute, overlap = key
+    rep = ParallelConfig.trusted(1, 2 if tp else 1, 2 if pp else 1, 2 if vp else 1, 2 if cp else 1, sp, 1, zero,
+                                 opt, param, recompute, tp_comm_overlap=overlap)  # type: ignore[arg-type]
+    return support_status(runtime, rep)
+
+
+__all__ = ["SUPPORT_MATRIX", "SUPPORT_STATUSES", "SupportEntry", "SupportStatus", "check_supported",
+           "entries_for", "support_status", "support_warnings"]
