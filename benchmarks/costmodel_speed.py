@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
 from search import ParallelConfig, TrainingSpec, cluster_preset, model_preset, predict  # noqa: E402
 from search._runs_file import load_runs  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "calibration" / "runs.json"
+RUNS = ROOT / "benchmarks" / "data" / "runs.json"
 
 
 def time_per_prediction_s(cases: list[tuple], repeat: int) -> float:
@@ -40,7 +40,7 @@ def time_per_prediction_s(cases: list[tuple], repeat: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--data", type=Path, default=SHARED)
+    parser.add_argument("--data", type=Path, default=RUNS)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     preset_case = (model_preset("gpt3-175b"), cluster_preset("dgx-a100-80gb", 128),

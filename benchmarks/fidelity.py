@@ -2,7 +2,7 @@
 
     python benchmarks/fidelity.py [--data runs.json] [--feasibility feasibility.json] [--json]
 
-Predicts every run of a file in the calibration schema (``shared/calibration/README.md``)
+Predicts every run of a file in the calibration schema (``benchmarks/data/README.md``)
 and prints, per run, predicted vs measured iteration time and peak memory and whether the
 OOM verdict agrees; then MAPE, median and max absolute percentage error per source and
 overall. ``--json`` prints one JSON object (errors in percent).
@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 from search import Calibration, predict  # noqa: E402
 from search._runs_file import CalibrationRun, load_feasibility, load_runs  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "calibration"
+DATA = ROOT / "benchmarks" / "data"
 GiB = 2**30
 
 
@@ -157,14 +157,14 @@ def print_table(results: list[RunResult], summary: dict[str, Any], claims: list[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=SHARED / "runs.json", help="runs file (calibration schema)")
+    parser.add_argument("--data", type=Path, default=DATA / "runs.json", help="runs file (calibration schema)")
     parser.add_argument("--feasibility", type=Path, default=None,
                         help="feasibility claims file (default: feasibility.json next to the default data)")
     parser.add_argument("--json", action="store_true", help="print one JSON summary object")
     args = parser.parse_args(argv)
     feas = args.feasibility
-    if feas is None and args.data == SHARED / "runs.json" and (SHARED / "feasibility.json").exists():
-        feas = SHARED / "feasibility.json"
+    if feas is None and args.data == DATA / "runs.json" and (DATA / "feasibility.json").exists():
+        feas = DATA / "feasibility.json"
     try:
         results = evaluate(load_runs(args.data))
         claims = check_claims(feas) if feas else []

@@ -32,7 +32,7 @@ from search import Calibration, predict  # noqa: E402
 from search._calibration import CALIBRATION_PATH  # noqa: E402
 from search._runs_file import CalibrationRun, load_runs  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "calibration"
+DATA = ROOT / "benchmarks" / "data"
 
 TIME_BOUNDS: dict[str, tuple[float, float]] = {
     "hbm_efficiency": (0.3, 0.95),
@@ -103,7 +103,7 @@ def fit(runs: list[CalibrationRun], maxiter: int, seed: int) -> tuple[Calibratio
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=SHARED / "runs.json")
+    parser.add_argument("--data", type=Path, default=DATA / "runs.json")
     parser.add_argument("--write", action="store_true", help=f"write {CALIBRATION_PATH.name}")
     parser.add_argument("--maxiter", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)

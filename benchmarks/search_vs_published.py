@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
 from search import predict, search  # noqa: E402
 from search._runs_file import CalibrationRun, load_runs  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "calibration" / "runs.json"
+RUNS = ROOT / "benchmarks" / "data" / "runs.json"
 
 
 def evaluate(run: CalibrationRun, top_k: int) -> dict[str, object]:
@@ -43,7 +43,7 @@ def evaluate(run: CalibrationRun, top_k: int) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=SHARED)
+    parser.add_argument("--data", type=Path, default=RUNS)
     parser.add_argument("--top", type=int, default=10)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """GPU, node and cluster presets.
 
-Datasheet facts come from ``shared/calibration/hardware.json`` (its ``source`` fields cite
+Datasheet facts come from ``benchmarks/data/hardware.json`` (its ``source`` fields cite
 NVIDIA datasheets and DGX documentation). Achieved figures are marked as such with their
 source; the ones marked *unverified* are estimates a measured hardware profile should replace
 (``autopar profile``).

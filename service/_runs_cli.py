@@ -3,7 +3,7 @@
     autopar runs export [--out FILE] [--search-id ID] [--model NAME] [--json]
 
 Writes the runs stored by ``POST /v1/runs`` as a JSON list in the calibration schema
-(``shared/calibration/README.md``, the ``runs.json`` schema), so that
+(``benchmarks/data/README.md``, the ``runs.json`` schema), so that
 ``python benchmarks/fidelity.py --data FILE`` measures the cost model against this cluster's own
 runs and ``python benchmarks/fit_constants.py --data FILE`` can refit its constants on them.
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 SOURCE = "autopar service"
 DEFAULT_OUT = Path("autopar-runs.json")
 CALIBRATION_GPU_IDS: tuple[str, ...] = tuple(gpu for gpu in GPUS if gpu in NODE_FOR_GPU)
-"""GPUs the calibration loader can build a cluster for: ids of ``shared/calibration/hardware.json``."""
+"""GPUs the calibration loader can build a cluster for: ids of ``benchmarks/data/hardware.json``."""
 
 
 def add_runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,7 +50,7 @@ def add_runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rsub = r.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     e = rsub.add_parser("export", help="write the runs in the calibration schema (benchmarks/fidelity.py --data)",
                         description="Write the stored runs as a JSON list in the calibration schema of "
-                        "shared/calibration/README.md, for benchmarks/fidelity.py --data FILE and "
+                        "benchmarks/data/README.md, for benchmarks/fidelity.py --data FILE and "
                         "benchmarks/fit_constants.py --data FILE. Runs the schema cannot describe are skipped "
                         "with the reason; the summary goes to stderr.")
     e.add_argument("--out", type=Path, metavar="FILE", help=f"file to write (default: {DEFAULT_OUT})")

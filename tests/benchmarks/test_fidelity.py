@@ -1,6 +1,6 @@
-"""The fidelity bar of the cost model on the shared calibration set (issue 2).
+"""The fidelity bar of the cost model on the project's calibration set (issue 2).
 
-These tests run ``benchmarks/fidelity.py`` on ``shared/calibration`` and hold the model to
+These tests run ``benchmarks/fidelity.py`` on ``benchmarks/data`` and hold the model to
 the targets: iteration-time MAPE <= 10 % overall and <= 15 % per source, peak-memory MAPE <=
 15 %, every OOM verdict and every published feasibility claim right.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -17,14 +16,9 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "calibration"
-RUNS = SHARED / "runs.json"
-FEASIBILITY = SHARED / "feasibility.json"
-
-if not RUNS.exists() and os.environ.get("CI") == "true":
-    # CI lays shared/ beside the clone: the fidelity bar must run there, never be skipped.
-    raise RuntimeError(f"calibration data not found at {RUNS}; CI needs ../shared/calibration")
-pytestmark = pytest.mark.skipif(not RUNS.exists(), reason=f"calibration data not found at {RUNS}")
+DATA = ROOT / "benchmarks" / "data"
+RUNS = DATA / "runs.json"
+FEASIBILITY = DATA / "feasibility.json"
 
 
 def _load_fidelity() -> ModuleType:
@@ -56,7 +50,7 @@ def test_iteration_time_mape_overall_at_most_10_percent(summary: dict) -> None:
     assert summary["time_mape"] <= 10.0, f"time MAPE {summary['time_mape']:.2f} %"
 
 
-SOURCES = sorted(fidelity.summarize(fidelity.evaluate(fidelity.load_runs(RUNS)))["per_source"]) if RUNS.exists() else []
+SOURCES = sorted(fidelity.summarize(fidelity.evaluate(fidelity.load_runs(RUNS)))["per_source"])
 KNOWN_OVER = {
     "NVIDIA Megatron-LM / Megatron-Core README": (
         "4 derived runs whose micro-batch, SP, TP-comm overlap and grad-reduce dtype are unpublished; "

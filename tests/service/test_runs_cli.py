@@ -30,7 +30,7 @@ from service.api._specs import cluster_spec, model_spec, parallel_config
 from service.store import Database, Search, SearchConfig
 
 REPO = Path(__file__).resolve().parents[2]
-HARDWARE = REPO.parent / "shared" / "calibration" / "hardware.json"
+HARDWARE = REPO / "benchmarks" / "data" / "hardware.json"
 SETTINGS_ENV = ("AUTOPAR_DATABASE_URL", "AUTOPAR_DATA_DIR", "AUTOPAR_WORKERS", "AUTOPAR_OPEN_READS")
 
 
