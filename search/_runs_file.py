@@ -1,8 +1,22 @@
 """Read published runs and feasibility claims in the calibration schema into specs.
 
-Schema: ``shared/calibration/README.md`` (runs.json, feasibility.json). Fields a source left
-null take the documented default of the framework that ran it (Megatron-LM argument
-defaults: micro-batch 1, vp 1, cp 1, no sequence parallelism, no recomputation; bf16).
+Schema: ``benchmarks/data/README.md`` (runs.json, feasibility.json) and its 2024-2026 extensions
+(``benchmarks/data/README_2024_2026.md``). Every field of both is listed in :data:`RUN_FIELDS` with
+what the loader does with it: *modelled* (read into the specs), *checked* (must agree with what is
+modelled), *informational* (provenance and published figures no prediction reads), or *refused when
+set* to something the model cannot express (a mixture of experts, an uneven pipeline, an FP8
+recipe other than per-tensor scaling, ...). A record is never read as something it is not: such a
+record, and one with a field the loader does not know, is refused with a reason naming the field
+(:class:`RecordRefused`); :func:`read_runs` collects the refusals per row instead of stopping.
+
+Fields a source left null take the documented default of the framework that ran it
+(Megatron-LM argument defaults: micro-batch 1, vp 1, cp 1, no sequence parallelism, no
+recomputation; bf16); :attr:`CalibrationRun.unknown` names the configuration fields so filled
+whose value is open, for a caller that completes them otherwise (``benchmarks/_tuned.py``).
+A null ``sp`` is open only under Megatron-LM: Megatron-DeepSpeed runs it off by default, and the
+published runs on it (BigScience, February 2022) predate sequence parallelism (Korthikanti et
+al., May 2022). A null ``cp`` is what ``num_gpus / (dp*tp*pp)`` leaves; a null ``micro_batch``
+is ``global_batch / (dp*grad_accum)`` where ``grad_accum`` is given.
 """
 
 from __future__ import annotations
@@ -10,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
@@ -18,7 +33,15 @@ from search._cluster_presets import GPUS, NETWORK_EFFICIENCY, NODES, NVLINK_RING
 from search._cluster_spec import ClusterSpec, NodeSpec
 from search._errors import SpecError
 from search._model_spec import Activation, ModelSpec
-from search._parallel_spec import Framework, ParallelConfig, Precision, TrainingSpec
+from search._parallel_spec import (
+    FRAMEWORKS,
+    PRECISIONS,
+    Framework,
+    ParallelConfig,
+    Precision,
+    TrainingSpec,
+    check_compatible,
+)
 
 NODE_FOR_GPU = {
     "v100-sxm3-32gb": "dgx-2",
@@ -34,6 +57,92 @@ _NVLINKS = re.compile(r"(\d+)\s+inter-GPU links", re.IGNORECASE)
 NVLINK_BYTES_PER_S_PER_LINK = 25e9
 """NVLink 2, 3 and 4 all carry 25 GB/s per link per direction (V100: 6 links, A100: 12, H100: 18)."""
 _RAM = re.compile(r"(\d+)\s*(GB|TB)\s+RAM", re.IGNORECASE)
+_POSITION_EMBEDDINGS = {"learned": "learned", "learned_absolute": "learned", "rope": "rope", "alibi": "alibi"}
+"""Spellings of the schema (``learned_absolute``: NeMo's GPT-3) -> :class:`ModelSpec` values."""
+
+# What the loader does with every field of the two schemas (the README's runs.json schema and
+# README_2024_2026.md's extensions); "" is the record itself. A field not listed here is refused
+# when it carries a value, so a new field is never dropped unnoticed.
+MODELLED, CHECKED, INFORMATIONAL, REFUSED_WHEN_SET = "modelled", "checked", "informational", "refused when set"
+RUN_FIELDS: dict[str, dict[str, str]] = {
+    "": {
+        # source: read for the per-source statistics.
+        "id": MODELLED, "source": MODELLED, "model": MODELLED, "cluster": MODELLED, "config": MODELLED,
+        "measured": MODELLED, "source_locator": INFORMATIONAL, "confidence": INFORMATIONAL, "notes": INFORMATIONAL,
+        "source_date": INFORMATIONAL, "software": INFORMATIONAL, "repeat_group": INFORMATIONAL,
+        "repeat_group_size": INFORMATIONAL,
+    },
+    "model": {
+        # bias, norm, dropout: beyond the published schema, written by ``autopar runs export``.
+        **dict.fromkeys(("name", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "activation",
+                         "attention", "tied_embeddings", "position_embedding", "bias", "norm", "dropout"), MODELLED),
+        "params": MODELLED,  # read only when layers is null (layers solved from it), else the shape's own count
+        "head_dim": CHECKED,  # must be hidden / heads
+        "active_params": CHECKED,  # must equal params (a dense model)
+        **dict.fromkeys(("moe", "mla", "mtp_layers", "attention_window", "activation_detail"), REFUSED_WHEN_SET),
+        "params_how": INFORMATIONAL, "shape_source": INFORMATIONAL,
+    },
+    "cluster": {
+        "gpu": MODELLED, "num_gpus": MODELLED, "gpus_per_node": MODELLED,
+        "network": MODELLED,  # link rates, NVLink count and host RAM parsed from the text; else the node preset
+        "nvlink_domain": CHECKED,  # must be one node
+        "peak_flop_per_s_per_gpu": INFORMATIONAL,  # the source's utilisation convention; the GPU preset is used
+    },
+    "config": {
+        # recompute "selective" is read as the cost model's (the attention core, Korthikanti et al. 2022);
+        # torchtitan's rows say in their notes only that theirs is per op or every n-th layer.
+        **dict.fromkeys(("tp", "pp", "dp", "cp", "vp", "sp", "micro_batch", "global_batch", "zero_stage",
+                         "offload_optimizer", "offload_param", "recompute", "precision", "framework"), MODELLED),
+        "grad_accum": CHECKED,  # = global_batch / (micro_batch * dp); gives micro_batch when that is null
+        **dict.fromkeys(("ep", "etp", "expert_dp", "moe_dispatcher", "fsdp", "fsdp_shard_size", "fp8_recipe",
+                         "uneven_pipeline", "first_stage_layers", "last_stage_layers", "local_batch", "torch_compile",
+                         "async_tp", "pipeline_schedule", "optimizer", "recompute_modules", "framework_detail"),
+                        REFUSED_WHEN_SET),
+    },
+    "measured": {
+        "iteration_time_s": MODELLED, "peak_memory_bytes_per_gpu": MODELLED, "oom": MODELLED,
+        **dict.fromkeys(("iteration_time_kind", "iteration_time_how", "tokens_per_s", "tokens_per_s_per_gpu",
+                         "tokens_per_s_how", "tflops_per_gpu", "flops_convention", "mfu", "hfu",
+                         "peak_memory_kind"), INFORMATIONAL),
+    },
+}
+"""Refused when set means: refused unless null or the value the model has (ep 1, fp8_recipe per-tensor
+scaling, uneven_pipeline false, torch_compile/async_tp false, pipeline_schedule 1F1B, optimizer Adam)."""
+
+# Reasons a record is refused, for counting refusals by category.
+GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, TOPOLOGY = (
+    "unknown GPU", "mixture of experts", "attention variant", "model architecture", "uneven pipeline",
+    "precision or FP8 recipe", "runtime feature", "cluster topology")
+INCONSISTENT, MALFORMED, UNKNOWN_FIELD, INVALID = (
+    "inconsistent record", "malformed record", "unknown field", "invalid specs")
+CATEGORIES = (GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, TOPOLOGY, INCONSISTENT, MALFORMED,
+              UNKNOWN_FIELD, INVALID)
+
+TUNABLE = ("micro_batch", "vp", "sp", "recompute")
+"""Configuration fields a source may leave open: :attr:`CalibrationRun.unknown` names them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why one field keeps a record from being predicted."""
+
+    field: str
+    """Dotted path in the record, e.g. ``model.moe``."""
+    problem: str
+    category: str
+    """One of :data:`CATEGORIES`."""
+
+
+class RecordRefused(SpecError):
+    """A record the loader will not turn into specs; every reason is in :attr:`refusals`."""
+
+    def __init__(self, record_id: str, refusals: Sequence[Refusal]) -> None:
+        self.record_id = record_id
+        self.refusals = tuple(refusals)
+        first, *rest = self.refusals
+        more = "".join(f"; {r.field}: {r.problem}" for r in rest)
+        super().__init__(first.field, f"{first.problem}{more} (record {record_id!r})",
+                         "leave the record out until the cost model can express it, or correct it")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +159,26 @@ class CalibrationRun:
     peak_memory_bytes: float | None
     ran: bool | None
     """True: the run ran (measured time or oom false); False: it OOMed; None: unknown."""
+    unknown: tuple[str, ...] = ()
+    """Fields of :data:`TUNABLE` the record left null with more than one possible value; ``config``
+    holds the framework default for each (micro-batch 1, vp 1, no SP, no recomputation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedRow:
+    """A record of a runs file that could not be read, with every reason."""
+
+    id: str
+    path: str
+    refusals: tuple[Refusal, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunsFile:
+    """What :func:`read_runs` read: the runs, and the records it refused."""
+
+    runs: tuple[CalibrationRun, ...]
+    refused: tuple[RefusedRow, ...]
 
 
 def network_bytes_per_s(text: str | None) -> float | None:
@@ -65,6 +194,115 @@ def network_bytes_per_s(text: str | None) -> float | None:
     if m := _AGGREGATE.search(text):
         return int(m.group(1)) * 1e9 / 8
     return None
+
+
+def _per_tensor(recipe: str) -> bool:
+    """FP8 with one scale per tensor (Transformer Engine delayed or current scaling, torchao tensorwise):
+    what ``fp8_gemm_speedup`` was fitted on. MXFP8, blockwise, rowwise and NVFP4 scale finer."""
+    text = recipe.lower()
+    return (any(k in text for k in ("per-tensor", "tensorwise", "current-scaling", "current scaling", "delayed"))
+            and not any(k in text for k in ("mxfp8", "block", "rowwise", "nvfp4")))
+
+
+def _refusals(rec: dict[str, Any]) -> list[Refusal]:
+    """Every field of ``rec`` whose value the cost model cannot express (empty: the record is modelled)."""
+    out: list[Refusal] = []
+
+    def refuse(field: str, problem: str, category: str) -> None:
+        out.append(Refusal(field, problem, category))
+
+    sections: dict[str, dict[str, Any]] = {}
+    for name in ("model", "cluster", "config", "measured"):
+        value = rec.get(name, {} if name == "measured" else None)
+        if not isinstance(value, dict):
+            refuse(name, "is missing" if value is None else f"is a {type(value).__name__}, not an object", MALFORMED)
+            value = {}
+        sections[name] = value
+    for section, fields in RUN_FIELDS.items():
+        for key, value in (rec if section == "" else sections[section]).items():
+            if key not in fields and value is not None:
+                refuse(f"{section}.{key}".strip("."), "is not a field of the calibration schema "
+                       "(benchmarks/data/README.md, README_2024_2026.md) and the loader does not model it",
+                       UNKNOWN_FIELD)
+    m, cl, cfg = sections["model"], sections["cluster"], sections["config"]
+    required = {"": ("id",), "model": ("hidden", "heads", "vocab", "seq_len"), "cluster": ("gpu", "num_gpus"),
+                "config": ("global_batch",)}
+    for section, keys in required.items():
+        holder = rec if section == "" else sections[section]
+        for key in (*keys, "params") if section == "model" and m.get("layers") is None else keys:
+            if holder.get(key) is None and (section == "" or section in rec):
+                refuse(f"{section}.{key}".strip("."), "is missing", MALFORMED)
+
+    if (gpu := cl.get("gpu")) not in NODE_FOR_GPU:
+        refuse("cluster.gpu", f"{gpu!r} is not a GPU the cost model has a preset for "
+               f"({', '.join(sorted(NODE_FOR_GPU))})", GPU)
+    domain, gpn = cl.get("nvlink_domain"), cl.get("gpus_per_node")
+    if domain is not None and gpn is not None and domain != gpn:
+        refuse("cluster.nvlink_domain", f"an NVLink domain of {domain} GPUs across nodes of {gpn} is not modelled "
+               "(NVLink inside a node, the network between nodes)", TOPOLOGY)
+
+    if m.get("moe") is not None:
+        refuse("model.moe", "mixture-of-experts layers are not modelled (dense MLPs only)", MOE)
+    if m.get("active_params") is not None and m.get("active_params") != m.get("params"):
+        refuse("model.active_params", f"{m['active_params']:.4g} of {m.get('params') or 0:.4g} parameters active "
+               "per token: only dense models are modelled", MOE)
+    if m.get("mla") is not None:
+        refuse("model.mla", "multi-head latent attention is not modelled", ATTENTION)
+    if m.get("attention_window") is not None:
+        refuse("model.attention_window", "sliding-window attention is not modelled (full causal attention only)",
+               ATTENTION)
+    hidden, heads = m.get("hidden"), m.get("heads")
+    if m.get("head_dim") is not None and (not hidden or not heads or m["head_dim"] * heads != hidden):
+        refuse("model.head_dim", f"{m['head_dim']} is not hidden/heads = {hidden}/{heads}: the cost model's "
+               "head dimension is hidden/heads", ATTENTION)
+    if m.get("mtp_layers"):
+        refuse("model.mtp_layers", f"{m['mtp_layers']} multi-token-prediction layers are not modelled", ARCHITECTURE)
+    if m.get("activation") not in (None, "gelu", "swiglu"):
+        refuse("model.activation", f"{m['activation']!r} is not modelled (gelu, swiglu)", ARCHITECTURE)
+    if m.get("activation_detail") is not None:
+        refuse("model.activation_detail", f"{m['activation_detail']!r} is not modelled (plain gelu or swiglu only)",
+               ARCHITECTURE)
+    if m.get("position_embedding") not in (None, *_POSITION_EMBEDDINGS):
+        refuse("model.position_embedding", f"{m['position_embedding']!r} is not modelled "
+               f"({', '.join(_POSITION_EMBEDDINGS)})", ARCHITECTURE)
+
+    for key in ("ep", "etp", "expert_dp"):
+        if cfg.get(key) not in (None, 1):
+            refuse(f"config.{key}", f"expert parallelism ({key}={cfg[key]}) is not modelled", MOE)
+    if cfg.get("moe_dispatcher") is not None:
+        refuse("config.moe_dispatcher", "mixture-of-experts token dispatch is not modelled", MOE)
+    if cfg.get("uneven_pipeline"):
+        refuse("config.uneven_pipeline", "pipeline stages with different layer counts are not modelled "
+               "(pp*vp must divide the layers)", PIPELINE)
+    for key in ("first_stage_layers", "last_stage_layers"):
+        if cfg.get(key) is not None:
+            refuse(f"config.{key}", "a custom pipeline layout is not modelled", PIPELINE)
+    if cfg.get("precision") not in (None, *PRECISIONS):
+        refuse("config.precision", f"{cfg['precision']!r} training is not modelled ({', '.join(PRECISIONS)})",
+               PRECISION)
+    if (recipe := cfg.get("fp8_recipe")) is not None and not _per_tensor(str(recipe)):
+        refuse("config.fp8_recipe", f"{recipe!r}: only per-tensor FP8 scaling is modelled", PRECISION)
+    if cfg.get("framework") not in (None, *FRAMEWORKS):
+        refuse("config.framework", f"{cfg['framework']!r} is not a runtime the cost model knows "
+               f"({', '.join(FRAMEWORKS)})", RUNTIME)
+    for key, what in (("fsdp", "Megatron-FSDP"), ("fsdp_shard_size", "a hybrid FSDP sharding group"),
+                      ("local_batch", "a local batch besides micro_batch"),
+                      ("recompute_modules", "recomputing chosen modules"), ("framework_detail", "a framework variant")):
+        if cfg.get(key) is not None:
+            refuse(f"config.{key}", f"{what} ({cfg[key]!r}) is not modelled", RUNTIME)
+    if cfg.get("torch_compile"):
+        refuse("config.torch_compile", "torch.compile's kernel fusion is not modelled", RUNTIME)
+    if cfg.get("async_tp"):
+        refuse("config.async_tp", "asynchronous tensor parallelism (TP collectives overlapped) is not modelled",
+               RUNTIME)
+    if (schedule := cfg.get("pipeline_schedule")) is not None:
+        name, vp = str(schedule).lower().replace("-", " "), cfg.get("vp")
+        if not ((name == "1f1b" and vp in (None, 1)) or (name == "interleaved 1f1b" and (vp or 1) > 1)):
+            refuse("config.pipeline_schedule", f"{schedule!r} with vp={vp} is not modelled (1F1B, or interleaved "
+                   "1F1B with its virtual stages given)", RUNTIME)
+    if cfg.get("optimizer") not in (None, "adam", "adamw"):
+        refuse("config.optimizer", f"{cfg['optimizer']!r} is not modelled (Adam)", RUNTIME)
+    return out
 
 
 def _node(cluster: dict[str, Any]) -> NodeSpec:
@@ -108,6 +346,7 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         value = m.get(key)
         return default if value is None else value
 
+    position = given("position_embedding", "rope" if llama_like else "learned")
     return ModelSpec(
         name=str(m.get("name") or "model"),
         layers=int(layers),
@@ -119,7 +358,7 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         seq_len=int(m["seq_len"]),
         activation=cast(Activation, activation),
         tied_embeddings=bool(given("tied_embeddings", not llama_like)),
-        position_embedding=given("position_embedding", "rope" if llama_like else "learned"),
+        position_embedding=_POSITION_EMBEDDINGS.get(position, position),
         bias=bool(given("bias", not llama_like)),
         norm=given("norm", "rmsnorm" if llama_like else "layernorm"),
         attention=m.get("attention") or "flash",
@@ -127,51 +366,113 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
     )
 
 
-def run_from_record(rec: dict[str, Any]) -> CalibrationRun:
-    """Turn one ``runs.json`` record into specs (nulls take framework defaults)."""
+def _inconsistent(record_id: str, field: str, problem: str) -> RecordRefused:
+    return RecordRefused(record_id, [Refusal(field, problem, INCONSISTENT)])
+
+
+def _run(rec: dict[str, Any]) -> CalibrationRun:
+    """Specs of a record :func:`_refusals` passed (nulls take framework defaults)."""
+    rid = str(rec["id"])
     cfg = rec["config"]
     cl = rec["cluster"]
     framework = cfg.get("framework") or "megatron"
-    if framework == "other":
-        framework = "megatron"
+    tp = int(cfg.get("tp") or 1)
     pp = int(cfg.get("pp") or 1)
+    num_gpus = int(cl["num_gpus"])
+    given_dp, given_cp = cfg.get("dp"), cfg.get("cp")
+    cp = int(given_cp or (num_gpus // (int(given_dp) * tp * pp) if given_dp else 1))
+    dp = int(given_dp or num_gpus // (tp * pp * cp))
+    if dp * tp * pp * cp != num_gpus:
+        raise _inconsistent(rid, "config.dp", f"dp*tp*pp*cp = {dp}*{tp}*{pp}*{cp} is not num_gpus = {num_gpus}")
+    global_batch = int(cfg["global_batch"])
+    micro_batch, grad_accum = cfg.get("micro_batch"), cfg.get("grad_accum")
+    if micro_batch is None and grad_accum is not None:
+        micro_batch, rest = divmod(global_batch, dp * int(grad_accum))
+        if rest or not micro_batch:
+            raise _inconsistent(rid, "config.grad_accum", f"{grad_accum} does not divide global_batch/dp = "
+                                f"{global_batch}/{dp} into whole micro-batches")
+    elif micro_batch is not None and grad_accum is not None and int(micro_batch) * dp * int(grad_accum) != global_batch:
+        raise _inconsistent(rid, "config.grad_accum", f"micro_batch*dp*grad_accum = {micro_batch}*{dp}*{grad_accum} "
+                            f"is not global_batch = {global_batch}")
+    unknown = tuple(name for name, is_open in (
+        ("micro_batch", micro_batch is None), ("vp", cfg.get("vp") is None and pp > 1),
+        ("sp", cfg.get("sp") is None and tp > 1 and framework == "megatron"),
+        ("recompute", cfg.get("recompute") is None)) if is_open)
     vp = int(cfg.get("vp") or 1)
     # Dropout is not in the schema: take the framework's default (Megatron-LM and
     # Megatron-DeepSpeed --hidden-dropout/--attention-dropout 0.1; MPT/llm-foundry 0).
     model = _model(rec["model"], pp, vp, dropout=framework in ("megatron", "megatron-deepspeed"))
     node = _node(cl)
-    num_gpus = int(cl["num_gpus"])
     num_nodes = max(1, math.ceil(num_gpus / node.gpus_per_node))
     cluster = ClusterSpec(gpu=gpu_preset(cl["gpu"]), node=node, num_nodes=num_nodes, name=str(cl.get("gpu")))
-    tp = int(cfg.get("tp") or 1)
-    cp = int(cfg.get("cp") or 1)
-    dp = int(cfg.get("dp") or num_gpus // (tp * pp * cp))
     precision = cfg.get("precision") or "bf16"
-    if precision == "fp32":
-        raise SpecError("config.precision", "fp32 training is not modelled", "use bf16, fp16 or fp8 runs")
     config = ParallelConfig(
         dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, sp=bool(cfg.get("sp") or False),
-        micro_batch=int(cfg.get("micro_batch") or 1),
+        micro_batch=int(micro_batch or 1),
         zero_stage=int(cfg.get("zero_stage") or 0),
         offload_optimizer=cfg.get("offload_optimizer") or "none",
         offload_param=cfg.get("offload_param") or "none",
         recompute=cfg.get("recompute") or "none",
     )
-    training = TrainingSpec(global_batch=int(cfg["global_batch"]), precision=cast(Precision, precision),
+    training = TrainingSpec(global_batch=global_batch, precision=cast(Precision, precision),
                             framework=cast(Framework, framework))
+    check_compatible(model, cluster.world_size, config, training)
     meas = rec.get("measured") or {}
     oom = meas.get("oom")
     time_s = meas.get("iteration_time_s")
     ran = (not oom) if oom is not None else (True if time_s is not None else None)
     return CalibrationRun(
-        id=str(rec["id"]), source=str(rec.get("source", "unknown")), model=model, cluster=cluster, config=config,
+        id=rid, source=str(rec.get("source", "unknown")), model=model, cluster=cluster, config=config,
         training=training, iteration_time_s=time_s, peak_memory_bytes=meas.get("peak_memory_bytes_per_gpu"), ran=ran,
+        unknown=unknown,
     )
 
 
+def run_from_record(rec: dict[str, Any]) -> CalibrationRun:
+    """Turn one ``runs.json`` record into specs (nulls take framework defaults).
+
+    Raises :class:`RecordRefused` (a :class:`SpecError`) with every reason when the record holds
+    what the cost model cannot express, is inconsistent, malformed or gives invalid specs.
+    """
+    if not isinstance(rec, dict):
+        raise RecordRefused("?", [Refusal("record", f"is a {type(rec).__name__}, not an object", MALFORMED)])
+    rid = str(rec.get("id", "?"))
+    if refusals := _refusals(rec):
+        raise RecordRefused(rid, refusals)
+    try:
+        return _run(rec)
+    except RecordRefused:
+        raise
+    except SpecError as exc:
+        raise RecordRefused(rid, [Refusal(exc.field, f"{exc.problem}; {exc.fix}", INVALID)]) from None
+    except KeyError as exc:
+        raise RecordRefused(rid, [Refusal(str(exc.args[0]), "is missing", MALFORMED)]) from None
+    except (TypeError, ValueError) as exc:
+        raise RecordRefused(rid, [Refusal("record", f"a value has the wrong type: {exc}", MALFORMED)]) from None
+
+
+def _records(path: str | Path) -> list[Any]:
+    records = json.loads(Path(path).read_text())
+    if not isinstance(records, list):
+        raise ValueError(f"{path}: not a JSON list of run records (benchmarks/data/README.md)")
+    return records
+
+
 def load_runs(path: str | Path) -> list[CalibrationRun]:
-    """All records of a ``runs.json``-schema file."""
-    return [run_from_record(rec) for rec in json.loads(Path(path).read_text())]
+    """All records of a ``runs.json``-schema file; the first record that cannot be read raises."""
+    return [run_from_record(rec) for rec in _records(path)]
+
+
+def read_runs(path: str | Path) -> RunsFile:
+    """Every record of a ``runs.json``-schema file: the runs read, and each record refused with its
+    reasons (a file that is not a JSON list raises ``ValueError``, one that cannot be read ``OSError``)."""
+    runs, refused = [], []
+    for rec in _records(path):
+        try:
+            runs.append(run_from_record(rec))
+        except RecordRefused as exc:
+            refused.append(RefusedRow(exc.record_id, str(path), exc.refusals))
+    return RunsFile(tuple(runs), tuple(refused))
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +485,10 @@ class FeasibilityClaim:
     config: ParallelConfig
     training: TrainingSpec
     feasible: bool
+
+
+_CLAIM_CONFIG = ("zero_stage", "offload_optimizer", "offload_param", "micro_batch", "recompute")
+"""What a claim's configuration may give: the rest is data parallelism on every GPU, fp16, DeepSpeed."""
 
 
 def load_feasibility(path: str | Path) -> list[FeasibilityClaim]:
@@ -207,6 +512,9 @@ def load_feasibility(path: str | Path) -> list[FeasibilityClaim]:
                        dropout=False)
         for i, exp in enumerate(rec["expect"]):
             cfg = exp["config"]
+            if extra := sorted(k for k, v in cfg.items() if k not in _CLAIM_CONFIG and v is not None):
+                raise SpecError(f"{rec['id']}.expect[{i}].config", f"{', '.join(extra)} not read by the claims loader",
+                                f"give only {', '.join(_CLAIM_CONFIG)} (DeepSpeed data parallelism on every GPU)")
             mb = int(cfg.get("micro_batch") or 1)
             config = ParallelConfig(
                 dp=num_gpus, micro_batch=mb, zero_stage=int(cfg.get("zero_stage") or 0),

@@ -1,0 +1,211 @@
+"""search._runs_file: every field of the calibration schemas is modelled, checked, informational
+or refused per record with a reason naming it; nothing is dropped silently."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from search import SpecError
+from search._runs_file import (
+    CATEGORIES,
+    CHECKED,
+    INFORMATIONAL,
+    REFUSED_WHEN_SET,
+    RUN_FIELDS,
+    RecordRefused,
+    load_feasibility,
+    load_runs,
+    read_runs,
+    run_from_record,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+RUNS, RUNS_2024_2026 = DATA / "runs.json", DATA / "runs_2024_2026.json"
+BASE = json.loads(RUNS.read_text())[0]
+"""Narayanan et al. 2021 Table 1, GPT 1.7B on 32 A100 (every field known)."""
+
+
+def _with(path: str, value: Any, rec: dict[str, Any] | None = None) -> dict[str, Any]:
+    rec = copy.deepcopy(rec or BASE)
+    section, _, key = path.rpartition(".")
+    (rec[section] if section else rec)[key] = value
+    return rec
+
+
+def _refusal(rec: Any) -> tuple[str, str]:
+    with pytest.raises(RecordRefused) as info:
+        run_from_record(rec)
+    return info.value.refusals[0].field, info.value.refusals[0].category
+
+
+def test_every_field_of_both_data_files_is_accounted_for() -> None:
+    for path in (RUNS, RUNS_2024_2026):
+        for rec in json.loads(path.read_text()):
+            assert set(rec) <= set(RUN_FIELDS[""]), rec["id"]
+            for section in ("model", "cluster", "config", "measured"):
+                assert set(rec[section]) <= set(RUN_FIELDS[section]), (rec["id"], section)
+
+
+# A value the model cannot express for every field it refuses when set or checks.
+NOT_MODELLED = {
+    "model.moe": ({"experts": 8, "topk": 2}, "mixture of experts"),
+    "model.active_params": (4e8, "mixture of experts"),
+    "model.mla": ({"kv_lora_rank": 512}, "attention variant"),
+    "model.attention_window": ({"size": 128, "every": 2}, "attention variant"),
+    "model.head_dim": (128, "attention variant"),  # hidden/heads is 96
+    "model.mtp_layers": (1, "model architecture"),
+    "model.activation_detail": ("gated quick_gelu", "model architecture"),
+    "cluster.nvlink_domain": (72, "cluster topology"),
+    "config.ep": (8, "mixture of experts"),
+    "config.etp": (2, "mixture of experts"),
+    "config.expert_dp": (4, "mixture of experts"),
+    "config.moe_dispatcher": ("alltoall", "mixture of experts"),
+    "config.fsdp": ("megatron-fsdp", "runtime feature"),
+    "config.fsdp_shard_size": (8, "runtime feature"),
+    "config.fp8_recipe": ("mxfp8", "precision or FP8 recipe"),
+    "config.uneven_pipeline": (True, "uneven pipeline"),
+    "config.first_stage_layers": (3, "uneven pipeline"),
+    "config.last_stage_layers": (3, "uneven pipeline"),
+    "config.local_batch": (2, "runtime feature"),
+    "config.torch_compile": (True, "runtime feature"),
+    "config.async_tp": (True, "runtime feature"),
+    "config.pipeline_schedule": ("ZBV", "runtime feature"),
+    "config.optimizer": ("muon", "runtime feature"),
+    "config.recompute_modules": (["core_attn"], "runtime feature"),
+    "config.framework_detail": ("NeMo AutoModel", "runtime feature"),
+    "config.grad_accum": (3, "inconsistent record"),
+}
+
+
+def test_every_refused_or_checked_field_has_a_case() -> None:
+    listed = {f"{s}.{k}" for s, fields in RUN_FIELDS.items() for k, role in fields.items()
+              if role in (REFUSED_WHEN_SET, CHECKED)}
+    assert listed == set(NOT_MODELLED)
+    assert {category for _, category in NOT_MODELLED.values()} <= set(CATEGORIES)
+
+
+@pytest.mark.parametrize("field", sorted(NOT_MODELLED))
+def test_a_field_the_model_cannot_express_refuses_the_record_naming_it(field: str) -> None:
+    value, category = NOT_MODELLED[field]
+    assert _refusal(_with(field, value)) == (field, category)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("model.head_dim", 96), ("model.active_params", None), ("model.mtp_layers", 0), ("cluster.nvlink_domain", 8),
+    ("config.ep", 1), ("config.fp8_recipe", "current-scaling (per-tensor)"), ("config.uneven_pipeline", False),
+    ("config.torch_compile", False), ("config.async_tp", False), ("config.pipeline_schedule", "1F1B"),
+    ("config.optimizer", "adamw"), ("config.grad_accum", 1), ("config.fsdp", None),
+])
+def test_the_value_the_model_has_is_accepted(field: str, value: Any) -> None:
+    assert run_from_record(_with(field, value)) == run_from_record(BASE)
+
+
+@pytest.mark.parametrize("field", sorted(f"{s}.{k}".strip(".") for s, fields in RUN_FIELDS.items()
+                                         for k, role in fields.items() if role == INFORMATIONAL))
+def test_an_informational_field_changes_no_spec(field: str) -> None:
+    assert run_from_record(_with(field, "something else")) == run_from_record(BASE)
+
+
+def test_a_field_the_schema_does_not_have_is_refused_unless_null() -> None:
+    assert _refusal(_with("config.zero_bubble", True)) == ("config.zero_bubble", "unknown field")
+    assert _refusal(_with("flavour", "x")) == ("flavour", "unknown field")
+    assert run_from_record(_with("config.zero_bubble", None)) == run_from_record(BASE)
+
+
+def test_a_record_is_refused_with_every_reason() -> None:
+    rec = _with("model.moe", {"experts": 8}, _with("cluster.gpu", "gb200-nvl72", _with("config.ep", 8)))
+    with pytest.raises(RecordRefused) as info:
+        run_from_record(rec)
+    assert [r.field for r in info.value.refusals] == ["cluster.gpu", "model.moe", "config.ep"]
+    assert isinstance(info.value, SpecError) and "model.moe" in str(info.value)
+
+
+@pytest.mark.parametrize(("change", "field", "category"), [
+    (lambda r: r.pop("config"), "config", "malformed record"),
+    (lambda r: r["model"].pop("hidden"), "model.hidden", "malformed record"),
+    (lambda r: r.pop("id"), "id", "malformed record"),
+    (lambda r: r["model"].update(hidden="wide"), "record", "malformed record"),
+    (lambda r: r["model"].update(layers=None, params=None), "model.params", "malformed record"),
+    (lambda r: r["config"].update(dp=8), "config.dp", "inconsistent record"),
+    (lambda r: r["config"].update(tp=5), "config.dp", "inconsistent record"),
+    (lambda r: r["model"].update(activation="relu2"), "model.activation", "model architecture"),
+    (lambda r: r["model"].update(position_embedding="xpos"), "model.position_embedding", "model architecture"),
+    (lambda r: r["config"].update(precision="nvfp4"), "config.precision", "precision or FP8 recipe"),
+    (lambda r: r["config"].update(precision="fp32"), "config.precision", "precision or FP8 recipe"),
+    (lambda r: r["config"].update(framework="other"), "config.framework", "runtime feature"),
+    (lambda r: r["model"].update(heads=25), "ModelSpec.heads", "invalid specs"),
+])
+def test_malformed_inconsistent_or_invalid_records_are_refused(change: Any, field: str, category: str) -> None:
+    rec = copy.deepcopy(BASE)
+    change(rec)
+    assert _refusal(rec) == (field, category)
+
+
+def test_a_non_object_record_is_refused() -> None:
+    assert _refusal(["not", "a", "record"]) == ("record", "malformed record")
+
+
+def test_nulls_take_framework_defaults_and_open_fields_are_named() -> None:
+    rec = _with("config", {**BASE["config"], "tp": 2, "dp": None, "cp": None, "sp": None, "micro_batch": None,
+                           "grad_accum": 2, "recompute": None, "precision": None, "vp": None})
+    run = run_from_record(rec)
+    c = run.config
+    # dp from num_gpus/(tp*pp*cp); micro_batch = 512 / (16 * 2) from grad_accum; cp 1; bf16.
+    assert (c.dp, c.cp, c.micro_batch, c.sp, c.recompute, c.vp) == (16, 1, 16, False, "none", 1)
+    assert run.training.precision == "bf16"
+    assert run.unknown == ("sp", "recompute")  # micro_batch came from grad_accum; vp is 1 with pp 1
+    no_ga = run_from_record(_with("config", {**rec["config"], "grad_accum": None}))
+    assert no_ga.unknown == ("micro_batch", "sp", "recompute") and no_ga.config.micro_batch == 1
+
+
+def test_cp_is_what_the_degrees_leave_when_dp_is_given() -> None:
+    rec = _with("config", {**BASE["config"], "dp": 16, "cp": None, "grad_accum": 2}, _with("model.attention", "flash"))
+    assert run_from_record(rec).config.cp == 2
+
+
+def test_sp_is_open_only_under_megatron_lm() -> None:
+    rec = _with("config", {**BASE["config"], "tp": 2, "dp": 16, "sp": None, "grad_accum": 2})
+    assert run_from_record(rec).unknown == ("sp",)
+    mds = _with("config", {**rec["config"], "framework": "megatron-deepspeed", "zero_stage": 1})
+    assert run_from_record(mds).unknown == () and run_from_record(mds).config.sp is False
+
+
+def test_the_dense_2024_2026_rows_on_known_gpus_load() -> None:
+    records = {r["id"]: r for r in json.loads(RUNS_2024_2026.read_text())}
+    run = run_from_record(records["nemo-24.07-h100-gpt3-5b-fp8-64g-gbs2048-mbs4-tp1pp1cp1vp1"])
+    assert run.model.position_embedding == "learned"  # learned_absolute
+    assert (run.training.precision, run.config.micro_batch, run.unknown) == ("fp8", 4, ("recompute",))
+
+
+def test_read_runs_collects_refusals_and_load_runs_stops_at_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps([BASE, _with("model.moe", {"experts": 8}), _with("id", "second")]))
+    got = read_runs(path)
+    assert [r.id for r in got.runs] == [BASE["id"], "second"]
+    assert [(row.id, row.refusals[0].field) for row in got.refused] == [(BASE["id"], "model.moe")]
+    with pytest.raises(RecordRefused, match=r"model\.moe"):
+        load_runs(path)
+    path.write_text(json.dumps({"runs": []}))
+    with pytest.raises(ValueError, match="not a JSON list"):
+        read_runs(path)
+
+
+def test_the_published_files_load_as_before() -> None:
+    assert len(load_runs(RUNS)) == 260
+    got = read_runs(RUNS_2024_2026)
+    assert len(got.runs) + len(got.refused) == 133
+
+
+def test_a_claim_configuration_field_the_claims_loader_does_not_read_is_an_error(tmp_path: Path) -> None:
+    claims = json.loads((DATA / "feasibility.json").read_text())
+    assert len(load_feasibility(DATA / "feasibility.json")) == 4
+    claims[0]["expect"][0]["config"]["tp"] = 2
+    path = tmp_path / "feasibility.json"
+    path.write_text(json.dumps(claims))
+    with pytest.raises(SpecError, match=r"tp not read by the claims loader"):
+        load_feasibility(path)
