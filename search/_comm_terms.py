@@ -28,14 +28,8 @@ def tp_forward_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec
     Narayanan et al. 2021 Sec. 3.2 / Shoeybi et al. 2019 Sec. 3 (f and g operators): 2
     all-reduces forward, 2 backward. With sequence parallelism each all-reduce becomes a
     reduce-scatter + all-gather of the same ring traffic (Korthikanti et al. 2022 Sec. 4.2.2).
-    The backward pass repeats it (:func:`search._schedule.tp_comm_per_layer_s`).
-
-    With ``tp_comm_overlap`` (Megatron-Core ``--tp-comm-overlap``, Transformer Engine
-    userbuffers) each all-gather and reduce-scatter is split into ``tp`` ring chunks pipelined
-    with the GEMM that consumes or produces it, and the bulk wgrad/dgrad overlaps have no data
-    dependency: only one chunk of each collective stays exposed (NeMo
-    ``communication_overlap.rst``: pipelined RS "exposes one reduce-scatter chunk";
-    frameworks_2.md sec. 5; a derived rule, not a published constant).
+    The backward pass repeats it (:func:`search._schedule.tp_comm_per_layer_s`); what TP
+    communication overlap hides is :func:`search._schedule.tp_exposed_s`'s business.
     """
     if config.tp == 1:
         return 0.0
@@ -43,8 +37,7 @@ def tp_forward_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec
     size_bytes = tokens * model.hidden * BYTES_16BIT
     if config.sp:
         rs_s = reduce_scatter_time_s(size_bytes, config.tp, link)
-        both_s = 2.0 * (rs_s + all_gather_time_s(size_bytes, config.tp, link))
-        return both_s / config.tp if config.tp_comm_overlap else both_s
+        return 2.0 * (rs_s + all_gather_time_s(size_bytes, config.tp, link))
     return 2.0 * all_reduce_time_s(size_bytes, config.tp, link)
 
 

@@ -23,6 +23,7 @@ from search._comm_terms import (
     tp_forward_per_layer_s,
 )
 from search._compute_time import (
+    BACKWARD_TO_FORWARD,
     Kernels,
     LayerTimes,
     layer_times,
@@ -39,11 +40,12 @@ from search._offload import offload_terms
 from search._parallel_spec import ParallelConfig, Recompute, TrainingSpec, check_compatible
 from search._prediction import Prediction
 from search._schedule import (
+    TP_COLLECTIVES_BACKWARD_TO_FORWARD,
     dp_exposed_s,
     overlapped_s,
     pipeline_bubble_s,
     recompute_per_layer_s,
-    tp_comm_per_layer_s,
+    tp_exposed_s,
 )
 from search._stages import stage_params_per_gpu
 from search._support import support_warnings
@@ -89,14 +91,19 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     tokens = micro_batch * model.seq_len / cp
     layers_per_stage = model.layers // pp
     lt = layer_times(model, tokens, model.seq_len, tp, sp, kernels)
-    tp_fwd_s = tp_forward_per_layer_s(model, tokens, cluster, c, cal)
+    tp_raw_s = tp_forward_per_layer_s(model, tokens, cluster, c, cal)
+    # Userbuffers exchange through NVLink peer memory: a TP group spanning nodes overlaps nothing.
+    overlap = tp_comm_overlap and tp <= node.gpus_per_node
+    tp_fwd_s = tp_exposed_s(tp_raw_s, lt.gemm_s, tp, overlap)
+    tp_bwd_s = tp_exposed_s(TP_COLLECTIVES_BACKWARD_TO_FORWARD * tp_raw_s, BACKWARD_TO_FORWARD * lt.gemm_s, tp,
+                            overlap)
     cp_fwd_s, cp_bwd_s = cp_comm_per_layer_s(model, tokens, cluster, c, cal, lt, kernels.hbm_bytes_per_s)
     recompute_layer_s = recompute_per_layer_s(recompute, model.attention, lt, tp_fwd_s, cp_fwd_s)
     head_fwd_s, head_bwd_s = lm_head_time_s(model, tokens, tp, kernels)
     return MicroBatchTerms(
         layer=lt,
         compute_s=layers_per_stage * (lt.forward_s + lt.backward_s),
-        tp_comm_s=layers_per_stage * tp_comm_per_layer_s(tp_fwd_s),
+        tp_comm_s=layers_per_stage * (tp_fwd_s + tp_bwd_s),
         cp_comm_s=layers_per_stage * (cp_fwd_s + cp_bwd_s),
         recompute_s=layers_per_stage * recompute_layer_s,
         head_s=head_fwd_s + head_bwd_s,

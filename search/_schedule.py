@@ -42,6 +42,24 @@ def tp_comm_per_layer_s(tp_forward_s: float) -> float:
     return (1.0 + TP_COLLECTIVES_BACKWARD_TO_FORWARD) * tp_forward_s
 
 
+def tp_exposed_s(comm_s: float, gemm_s: float, tp: int, overlap: bool) -> float:
+    """The part of a pass's TP collectives left on the critical path.
+
+    Without overlap all of it. With Megatron-Core ``--tp-comm-overlap`` (Transformer Engine
+    userbuffers) each all-gather / reduce-scatter is split into ``tp`` ring chunks pipelined
+    with the GEMM that consumes or produces it, and the bulk wgrad/dgrad overlaps have no data
+    dependency: one chunk stays exposed (NeMo ``communication_overlap.rst``: pipelined RS
+    "exposes one reduce-scatter chunk"; frameworks_2.md sec. 5), and whatever the pass's GEMMs
+    are too short to cover is exposed too. A derived rule, not a published constant; the SMs
+    the overlap kernels take from the GEMMs are not modelled. Userbuffers exchange through
+    CUDA IPC / NVLink peer memory (Transformer Engine ``initialize_ub``), so the caller passes
+    ``overlap=False`` for a TP group that spans nodes.
+    """
+    if not overlap or tp <= 1:
+        return comm_s
+    return max(comm_s / tp, comm_s - gemm_s)
+
+
 def pipeline_bubble_s(pp: int, vp: int, stage_micro_batch_s: float) -> float:
     """Idle time of the 1F1B / interleaved schedule: ``(p - 1) / v`` stage times.
 

@@ -283,3 +283,75 @@ def test_more_gpus_for_tensor_parallelism_cut_per_gpu_weights() -> None:
 
 def _with(config: ParallelConfig, **changes: object) -> ParallelConfig:
     return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- runtime-true traffic (issue 11)
+
+
+def _dp_time_s(p: Prediction) -> float:
+    """Data-parallel time on the critical path: the step's reduction/gather and the per-micro-batch part."""
+    return p.time_breakdown_s["dp_comm"] + p.time_breakdown_s["zero3_comm"]
+
+
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed", "megatron-deepspeed"])
+def test_zero2_reduces_every_micro_batch_so_it_costs_more_dp_time_than_zero1(framework: str) -> None:
+    """DeepSpeed ZeRO-2 (partition_gradients) and Megatron-FSDP optim_grads reduce-scatter in every
+    backward; ZeRO-1 / the distributed optimizer once per step (frameworks_2.md sec. 2.3)."""
+    model, cluster = model_preset("gpt-7.5b"), cluster_preset(A100, 4)
+    training = TrainingSpec(global_batch=256, framework=framework)  # type: ignore[arg-type]
+    z1 = predict(model, cluster, ParallelConfig(dp=32, micro_batch=2, zero_stage=1), training)
+    z2 = predict(model, cluster, ParallelConfig(dp=32, micro_batch=2, zero_stage=2), training)
+    assert z1.num_micro_batches == z2.num_micro_batches == 4
+    assert _dp_time_s(z2) > _dp_time_s(z1) > 0
+    one = TrainingSpec(global_batch=64, framework=framework)  # type: ignore[arg-type]
+    z2_one = predict(model, cluster, ParallelConfig(dp=32, micro_batch=2, zero_stage=2), one)
+    assert _dp_time_s(z2) > 2 * _dp_time_s(z2_one)  # it grows with the micro-batches
+
+
+def test_fsdp_under_torch_pipelining_reduces_once_per_step_and_holds_unsharded_state() -> None:
+    """torch pipelining turns gradient sync and resharding off for all but the last backward:
+    no per-micro-batch traffic, and the stage's 16-bit parameters and fp32 gradients stay unsharded."""
+    model, cluster = model_preset("llama3-8b"), cluster_preset("dgx-h100", 2)
+    training = TrainingSpec(global_batch=64, framework="fsdp")
+    piped = predict(model, cluster, ParallelConfig(dp=8, pp=2, zero_stage=3), training)
+    flat = predict(model, cluster, ParallelConfig(dp=16, zero_stage=3), training)
+    assert piped.time_breakdown_s["zero3_comm"] == 0.0 and piped.time_breakdown_s["dp_comm"] > 0
+    assert flat.time_breakdown_s["zero3_comm"] > 0
+    stage_params = model.params / 2  # about half the model per stage
+    assert piped.memory_breakdown_bytes["gathered_params"] >= 6.0 * stage_params * 0.9
+
+
+def test_context_parallelism_is_not_free() -> None:
+    """Ring attention exposes what the per-step attention does not hide and merges partial results:
+    at 8K tokens, cp 8 costs more than cp 2 for the same tokens per GPU (Llama 3 8B, 16 H100)."""
+    model, cluster = model_preset("llama3-8b"), cluster_preset("dgx-h100", 2)
+    training = TrainingSpec(global_batch=512)
+    cp2 = predict(model, cluster, ParallelConfig(dp=8, cp=2, micro_batch=1, zero_stage=1), training)
+    cp8 = predict(model, cluster, ParallelConfig(dp=2, cp=8, micro_batch=4, zero_stage=1), training)
+    assert 0 < cp2.time_breakdown_s["cp_comm"] < cp8.time_breakdown_s["cp_comm"]
+    assert cp2.iteration_time_s < cp8.iteration_time_s
+
+
+def test_tp_comm_overlap_hides_tp_traffic_inside_a_node_only() -> None:
+    model, training = model_preset("gpt3-175b"), TrainingSpec(global_batch=1536)
+    cluster = cluster_preset(A100, 128)
+    for tp, hidden in ((8, True), (16, False)):
+        dp = 1024 // (tp * 8)
+        plain = predict(model, cluster, ParallelConfig(dp=dp, tp=tp, pp=8, sp=True, zero_stage=1), training)
+        overlapped = predict(model, cluster, ParallelConfig(dp=dp, tp=tp, pp=8, sp=True, zero_stage=1,
+                                                            tp_comm_overlap=True), training)
+        if hidden:
+            assert 0 < overlapped.time_breakdown_s["tp_comm"] <= plain.time_breakdown_s["tp_comm"] / 4
+        else:  # userbuffers exchange over NVLink peer memory: a TP group across nodes overlaps nothing
+            assert overlapped.time_breakdown_s["tp_comm"] == pytest.approx(plain.time_breakdown_s["tp_comm"])
+
+
+def test_deepspeed_pipeline_engine_pays_per_micro_batch_and_exposes_the_reduction() -> None:
+    """DeepSpeed's PipelineEngine: ReduceGrads after the last backward (no overlap) and its own
+    per-micro-batch cost; Megatron's schedule of the same layout pays neither."""
+    model, cluster = model_preset("gpt-39b"), cluster_preset(A100, 4)
+    config = ParallelConfig(dp=4, tp=4, pp=2, micro_batch=1, zero_stage=1)
+    ds = predict(model, cluster, config, TrainingSpec(global_batch=64, framework="megatron-deepspeed"))
+    mg = predict(model, cluster, config, TrainingSpec(global_batch=64, framework="megatron"))
+    assert ds.time_breakdown_s["dp_comm"] > mg.time_breakdown_s["dp_comm"]
+    assert ds.time_breakdown_s["host_overhead"] >= mg.time_breakdown_s["host_overhead"]
