@@ -72,9 +72,42 @@ class Evaluator:
         self.n_feasible = 0
         self._bound_cache: dict[tuple[Any, ...], float] = {}
         self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
+        self.fitting: dict[Candidate, MemoryPlan] = {}
+        """After :meth:`scan_memory`: every candidate that fits, with its memory plan."""
+        self.scanned = False
 
     def memory(self, cand: Candidate) -> MemoryPlan:
         return predict_memory(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal)
+
+    def fits(self, plan: MemoryPlan) -> bool:
+        """GPU, host and NVMe fit, with :attr:`min_headroom_bytes` of GPU memory to spare."""
+        return plan.feasible and plan.peak_bytes <= plan.gpu_capacity_bytes - self.min_headroom_bytes
+
+    def _remember_miss(self, cand: Candidate, plan: MemoryPlan, order: int) -> None:
+        node = self.cluster.node
+        # Closest first: by how far GPU memory is exceeded, then host memory and NVMe.
+        ratio = (plan.peak_bytes / self.cluster.gpu.memory_bytes,
+                 max(plan.cpu_bytes_per_node / node.cpu_memory_bytes, plan.nvme_bytes_per_node / node.nvme_bytes))
+        item = ((-ratio[0], -ratio[1]), -order, cand, plan)
+        if len(self.closest) < 3:
+            heapq.heappush(self.closest, item)
+        else:
+            heapq.heappushpop(self.closest, item)
+
+    def scan_memory(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Check every candidate's memory (about 7 us each): the exact count of configurations that
+        fit, the closest misses, and the fitting ones (returned, in order) for the time sweeps."""
+        fitting = []
+        for order, cand in enumerate(candidates, start=1):
+            plan = self.memory(cand)
+            if self.fits(plan):
+                self.fitting[cand] = plan
+                fitting.append(cand)
+            else:
+                self._remember_miss(cand, plan, order)
+        self.n_feasible = len(fitting)
+        self.scanned = True
+        return fitting
 
     def upper_bound_tokens_per_s(self, cand: Candidate) -> float:
         """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`). The bound is
@@ -101,19 +134,13 @@ class Evaluator:
 
     def _evaluate(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         self.n_evaluated += 1
-        plan = self.memory(cand)
-        if not plan.feasible or plan.peak_bytes > plan.gpu_capacity_bytes - self.min_headroom_bytes:
-            node = self.cluster.node
-            # Closest first: by how far GPU memory is exceeded, then host memory and NVMe.
-            ratio = (plan.peak_bytes / self.cluster.gpu.memory_bytes,
-                     max(plan.cpu_bytes_per_node / node.cpu_memory_bytes, plan.nvme_bytes_per_node / node.nvme_bytes))
-            item = ((-ratio[0], -ratio[1]), -self.n_evaluated, cand, plan)
-            if len(self.closest) < 3:
-                heapq.heappush(self.closest, item)
-            else:
-                heapq.heappushpop(self.closest, item)
+        plan = self.fitting.get(cand) or self.memory(cand)
+        if not self.fits(plan):
+            if not self.scanned:
+                self._remember_miss(cand, plan, self.n_evaluated)
             return None, plan
-        self.n_feasible += 1
+        if not self.scanned:
+            self.n_feasible += 1
         pred = predict(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal, memory=plan)
         self.feasible.append((cand, pred, objective_score(pred, self.objective, self.cluster.world_size, self.price)))
         return pred, plan
@@ -151,29 +178,47 @@ def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective:
         progress(total, total)
 
 
+def pareto_sweep(fitting: Sequence[Candidate], ev: Evaluator) -> None:
+    """Time every configuration that may be on the Pareto front of tokens/s vs memory headroom,
+    after :meth:`Evaluator.scan_memory`: by headroom, most first, a configuration whose throughput
+    bound does not exceed the best throughput already timed at as much headroom or more is
+    dominated and skipped. The front of the timed configurations is then the front of the space."""
+    def headroom(c: Candidate) -> float:
+        plan = ev.fitting[c]
+        return plan.gpu_capacity_bytes - plan.peak_bytes
+
+    best = 0.0
+    for cand in sorted(fitting, key=headroom, reverse=True):
+        if ev.upper_bound_tokens_per_s(cand) <= best:
+            continue
+        pred, _plan = ev(cand)
+        if pred is not None:
+            best = max(best, pred.tokens_per_s)
+
+
 def sweep_band(candidates: Sequence[Candidate], cluster: ClusterSpec) -> float:
     """The widest error band of the runtimes among ``candidates`` on this GPU (for :func:`sweep`)."""
     return max((error_band(fw, cluster.gpu.name) for fw in {c.framework for c in candidates}), default=0.0)
 
 
-def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int]:
+def complexity(framework: str, c: ParallelConfig) -> tuple[int, int]:
     """How far a configuration is from the simplest that runs: (untested on its runtime, parallel
-    dimensions in use beyond data parallelism, departures from the runtime's defaults). Lower is
-    simpler; among configurations the model cannot tell apart, the simpler is ranked first."""
+    dimensions in use beyond data parallelism + departures from the runtime's defaults: ZeRO-2/3,
+    each offload, recomputation, TP-communication overlap). Lower is simpler; among
+    configurations the model cannot tell apart, the simpler is ranked first."""
     untested = int(support_status(framework, c) == "untested")
     dims = sum((c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1))
     departures = sum((c.zero_stage >= 2, c.offload_optimizer != "none", c.offload_param != "none",
                       c.recompute != "none", c.tp_comm_overlap))
-    return untested, dims, departures
+    return untested, dims + departures
 
 
 def _simpler_because(a: tuple[str, ParallelConfig], b: tuple[str, ParallelConfig]) -> str:
     ca, cb = complexity(*a), complexity(*b)
     if ca[0] < cb[0]:
         return "supported by its runtime, the faster one only accepted"
-    if ca[1] < cb[1]:
-        return f"{ca[1]} parallel dimension(s) beyond data parallelism instead of {cb[1]}"
-    return f"{ca[2]} departure(s) from the runtime's defaults instead of {cb[2]}"
+    return (f"{ca[1]} parallel dimension(s) and departure(s) from the runtime's defaults instead of {cb[1]} "
+            "(tp, pp, vp, cp; ZeRO-2/3, offloads, recomputation, TP overlap)")
 
 
 def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig, ...], tuple[RankedConfig, ...]]:
@@ -205,12 +250,14 @@ def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig,
                             f"simpler: {why}")
             else:
                 notes[0] = f"fastest, and the simplest of {n_equivalent} configurations within +-{band:.0%} of it"
-    top = tuple(RankedConfig(i + 1, c.framework, c.config, p, s, i < n_equivalent and n_equivalent > 1,
-                             notes.get(i, f"within the model's error (+-{ordered[0][1].error_band:.0%}) of the best"
-                                       if i < n_equivalent and n_equivalent > 1 else ""))
-                for i, (c, p, s) in enumerate(ordered[:top_k]))
     points = [(p.tokens_per_s, p.memory_headroom_bytes, i) for i, (_c, p, _s) in enumerate(ev.feasible)]
     front_idx = pareto_front(points)
     pareto = tuple(RankedConfig(i + 1, ev.feasible[j][0].framework, ev.feasible[j][0].config, ev.feasible[j][1],
                                 ev.feasible[j][2]) for i, j in enumerate(front_idx))
+    if objective == "pareto":  # the answer is the front itself, fastest first; --top does not cut it
+        return pareto, pareto
+    top = tuple(RankedConfig(i + 1, c.framework, c.config, p, s, i < n_equivalent and n_equivalent > 1,
+                             notes.get(i, f"within the model's error (+-{ordered[0][1].error_band:.0%}) of the best"
+                                       if i < n_equivalent and n_equivalent > 1 else ""))
+                for i, (c, p, s) in enumerate(ordered[:top_k]))
     return top, pareto

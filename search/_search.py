@@ -25,6 +25,7 @@ from search._evaluator import (
     describe,
     objective_score,
     pareto_front,
+    pareto_sweep,
     rank,
     sweep,
     sweep_band,
@@ -85,7 +86,11 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         study = run_shared(candidates, ev, objective, storage, name, progress)
         exhaustive = True
     elif exhaustive:
-        sweep(candidates, ev, top_k, objective, progress, band=sweep_band(candidates, cluster))
+        # Memory of every configuration (the exact feasible count), then the Pareto front and the
+        # top k (with everything in the best one's error band) by branch and bound over those that fit.
+        fitting = ev.scan_memory(candidates)
+        pareto_sweep(fitting, ev)
+        sweep(fitting, ev, top_k, "throughput", progress, band=sweep_band(fitting, cluster))
         study = tell_study(ev, objective, name, top_k)
     else:
         study = run_sampler(candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,

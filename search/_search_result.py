@@ -64,14 +64,18 @@ class SearchResult:
     n_valid: int
     """Configurations the model, batch and runtime allow."""
     n_feasible: int
-    """Evaluated configurations that fit in GPU, host and NVMe memory."""
+    """Valid configurations that fit in GPU, host and NVMe memory: all of them when the search is
+    exhaustive (every memory is checked), else among those the sampler evaluated."""
     n_evaluated: int
-    """Configurations whose memory was checked, and timed when they fit. An exact sweep skips
-    those whose optimistic throughput bound cannot reach the k-th best."""
+    """Configurations evaluated by the search proper: timed when they fit. An exhaustive sweep
+    times only fitting configurations, skipping those whose optimistic throughput bound can
+    neither enter the top k (nor the best one's error band) nor the Pareto front."""
     exhaustive: bool
-    """True when the ranking is exact: every valid configuration was evaluated or proven by the
-    throughput bound (:func:`search.time_lower_bound_s`) unable to enter the top k. The Pareto
-    front then covers the evaluated configurations (all of them for the ``pareto`` objective)."""
+    """True when the ranking, the counts and the Pareto front are exact: every valid
+    configuration's memory was checked, and every fitting one was timed or proven by the
+    throughput bound (:func:`search.time_lower_bound_s`) unable to enter the top k, the
+    equivalence band or the front. False when sampled: the counts and the front are then those
+    of the evaluated configurations (lower bounds)."""
     elapsed_s: float
     study_name: str
     hints: tuple[str, ...] = ()

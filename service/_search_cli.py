@@ -261,15 +261,17 @@ def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
     for r in result.top:
         c, p = r.config, r.prediction
         rows.append([str(r.rank), r.framework, str(c.dp), str(c.tp), str(c.pp), str(c.vp), str(c.cp),
-                     "yes" if c.sp else "-", str(c.micro_batch), str(c.zero_stage),
+                     ("yes+ovl" if c.tp_comm_overlap else "yes") if c.sp else "-", str(c.micro_batch),
+                     str(c.zero_stage),
                      "-" if c.offload_optimizer == c.offload_param == "none" else
                      f"{c.offload_optimizer}/{c.offload_param}", c.recompute,
-                     f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}", f"{p.iteration_time_s:.3f}",
+                     ("~" if r.equivalent_to_best else "") + f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
+                     f"{p.iteration_time_s:.3f}",
                      f"{p.peak_memory_bytes_per_gpu / 2**30:.1f}", p.bottleneck, *([f"{r.score:.3f}"] * cost)])
     how = "sampled" if not result.exhaustive else (
-        "exhaustive" if result.n_evaluated >= result.n_valid else "exhaustive, the rest pruned by bound")
+        "exhaustive" if result.n_evaluated >= result.n_feasible else "exhaustive, the rest pruned by bound")
     counts = (f"space {result.space_size:,}, valid {result.n_valid:,}, feasible {result.n_feasible:,}, "
-              f"evaluated {result.n_evaluated:,} ({how}), {result.elapsed_s:.2f} s, study {result.study_name}")
+              f"timed {result.n_evaluated:,} ({how}), {result.elapsed_s:.2f} s, study {result.study_name}")
     best = result.best
     if best is None:
         checked = f"{result.n_valid:,} valid" if result.exhaustive else (
@@ -285,6 +287,8 @@ def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
                  {"framework", "offload (opt/param)", "recompute", "bottleneck"}, rows)
     print(counts)
     print(f"best: {describe(best.framework, best.config)}: {best.explanation}")
+    if best.note:
+        print(f"note: {best.note} (~: within the model's error of the best, +-{best.prediction.error_band:.0%})")
     print(f"Pareto front (tokens/s vs memory headroom): {len(result.pareto)} configuration"
           f"{'' if len(result.pareto) == 1 else 's'}")
     days, gpu_hours = _time_to_train(best, result.world_size, args.tokens)

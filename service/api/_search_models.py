@@ -73,7 +73,8 @@ class SearchCounts(_Out):
 
     space_size: int | None = Field(description="Raw product of the per-dimension choices.")
     n_valid: int | None = Field(description="Configurations the model, batch and runtime allow.")
-    n_feasible: int | None = Field(description="Evaluated configurations that fit in memory.")
+    n_feasible: int | None = Field(description="Valid configurations that fit in memory (all of them when "
+                                   "exhaustive; among the evaluated ones when sampled).")
     n_evaluated: int | None = Field(description="Configurations checked (an exact sweep skips those its bound "
                                     "proves cannot enter the top k).")
     exhaustive: bool | None = Field(description="True when the ranking is exact (not sampled).")

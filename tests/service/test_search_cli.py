@@ -51,7 +51,7 @@ def test_search_prints_table_counts_and_best(capsys: pytest.CaptureFixture[str])
         assert column in out
     assert "top 5 by throughput" in out
     counts = next(line for line in out.splitlines() if line.startswith("space "))
-    for word in ("valid", "feasible", "evaluated", "(exhaustive", "study autopar-gpt-1.7b"):
+    for word in ("valid", "feasible", "timed", "(exhaustive", "study autopar-gpt-1.7b"):
         assert word in counts
     assert "best: megatron dp=" in out and "tokens/s, MFU" in out
     assert "Pareto front (tokens/s vs memory headroom):" in out
@@ -62,7 +62,7 @@ def test_json_top_is_ranked_and_re_predicts(capsys: pytest.CaptureFixture[str]) 
     result = run_json(capsys, *SMALL)
     assert result["model"] == "gpt-1.7b" and result["world_size"] == 8 and result["objective"] == "throughput"
     assert result["exhaustive"] is True
-    assert 0 < result["n_feasible"] <= result["n_evaluated"] <= result["n_valid"] <= result["space_size"]
+    assert 0 < result["n_evaluated"] <= result["n_feasible"] <= result["n_valid"] <= result["space_size"]
     top = result["top"]
     assert 1 <= len(top) <= 10
     assert [r["rank"] for r in top] == list(range(1, len(top) + 1))
