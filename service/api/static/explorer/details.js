@@ -32,6 +32,7 @@ function fields(c) {
     ['Framework', c.framework],
     ['DP', cfg.dp], ['TP', cfg.tp], ['PP', cfg.pp], ['VP', cfg.vp], ['CP', cfg.cp],
     ['Sequence parallel', cfg.sp ? 'on' : 'off'],
+    ['TP comm overlap', cfg.tp_comm_overlap ? 'on' : 'off'],
     ['Micro-batch', cfg.micro_batch],
     ['ZeRO stage', cfg.zero_stage],
     ['Offload optimizer', cfg.offload_optimizer],
@@ -54,7 +55,10 @@ export function renderDetail(body, c, { objective }) {
     div.append(el('dt', null, k), el('dd', null, v));
     kpis.append(div);
   }
-  const nodes = [kpis, el('p', 'explanation', c.explanation), breakdowns(c)];
+  const band = p.error_band ? ` (±${Math.round(p.error_band * 100)} %, the model's measured error for this runtime and GPU)` : '';
+  const nodes = [kpis, el('p', 'explanation', c.explanation + band)];
+  if (c.note) nodes.push(el('p', 'note', c.note));
+  nodes.push(breakdowns(c));
   const notes = [...(p.reasons ?? []), ...(p.warnings ?? [])];
   if (notes.length) {
     const ul = el('ul', 'notes');

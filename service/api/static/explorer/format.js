@@ -119,6 +119,7 @@ export function layout(c) {
   if (cfg.vp > 1) parts.push(`vp${cfg.vp}`);
   if (cfg.cp > 1) parts.push(`cp${cfg.cp}`);
   if (cfg.sp) parts.push('sp');
+  if (cfg.tp_comm_overlap) parts.push('tp-overlap');
   parts.push(`mb${cfg.micro_batch}`);
   if (cfg.zero_stage) parts.push(`ZeRO-${cfg.zero_stage}`);
   const off = offload(cfg);
