@@ -221,43 +221,71 @@ def _simpler_because(a: tuple[str, ParallelConfig], b: tuple[str, ParallelConfig
             "(tp, pp, vp, cp; ZeRO-2/3, offloads, recomputation, TP overlap)")
 
 
+def _once(ordered: list[tuple[Candidate, Prediction, float]]
+          ) -> tuple[list[tuple[Candidate, Prediction, float]], dict[int, list[str]]]:
+    """Drop the repeats of a configuration that another runtime runs with the very same prediction
+    (DeepSpeed and Megatron-DeepSpeed without model parallelism: one engine, one cost); the first
+    listed stays, with the other runtimes' names (by position) for its note."""
+    kept: list[tuple[Candidate, Prediction, float]] = []
+    first: dict[tuple[Any, ...], int] = {}
+    also: dict[int, list[str]] = {}
+    for item in ordered:
+        cand, pred, _score = item
+        key = (cand.config, pred.iteration_time_s, pred.peak_memory_bytes_per_gpu)
+        if key in first:
+            also.setdefault(first[key], []).append(cand.framework)
+            continue
+        first[key] = len(kept)
+        kept.append(item)
+    return kept, also
+
+
 def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig, ...], tuple[RankedConfig, ...]]:
     """The top ``top_k`` by the objective and the Pareto front.
 
     Configurations whose score is within the best one's error band (the model's measured error
     for that runtime and GPU, :attr:`Prediction.error_band`) are equivalent: the data cannot order
     them. They come first, the simplest (:func:`complexity`) first and by score within the same
-    simplicity, each marked ``equivalent_to_best`` and the first one saying why it leads.
+    simplicity, each marked ``equivalent_to_best`` and the first one saying why it leads. A
+    configuration two runtimes run with the very same prediction is listed once (:func:`_once`).
     """
+    points = [(p.tokens_per_s, p.memory_headroom_bytes, i) for i, (_c, p, _s) in enumerate(ev.feasible)]
+    pareto = tuple(RankedConfig(i + 1, ev.feasible[j][0].framework, ev.feasible[j][0].config, ev.feasible[j][1],
+                                ev.feasible[j][2]) for i, j in enumerate(pareto_front(points)))
+    if objective == "pareto":  # the answer is the front itself, fastest first; --top does not cut it
+        return pareto, pareto
     sign = -1.0 if objective == "cost" else 1.0
     # Best score first; equal scores go to the one with more memory headroom (safer to launch).
     ordered = sorted(ev.feasible, key=lambda x: (sign * x[2], x[1].memory_headroom_bytes), reverse=True)
-    notes: dict[int, str] = {}
-    n_equivalent = 0
-    if ordered and objective != "pareto":
-        best_c, best_p, best_s = ordered[0]
-        band = best_p.error_band
+    lead_note = ""
+    equivalent_ids: set[int] = set()
+    band = ordered[0][1].error_band if ordered else 0.0
+    if ordered:
+        best_c, _best_p, best_s = ordered[0]
         equivalent = [x for x in ordered if within_band(x[2], best_s, band)]
-        n_equivalent = len(equivalent)
-        if n_equivalent > 1:
+        if len(equivalent) > 1:
+            equivalent_ids = {id(x) for x in equivalent}
             equivalent.sort(key=lambda x: (complexity(x[0].framework, x[0].config), -sign * x[2]))
-            ordered = equivalent + ordered[n_equivalent:]
-            lead = ordered[0]
-            if lead[0] != best_c:
-                why = _simpler_because((lead[0].framework, lead[0].config), (best_c.framework, best_c.config))
-                notes[0] = (f"within the model's error (+-{band:.0%}) of the fastest, "
-                            f"{describe(best_c.framework, best_c.config)} ({best_s:,.4g}); ranked first as the "
-                            f"simpler: {why}")
+            ordered = equivalent + ordered[len(equivalent):]
+            lead = ordered[0][0]
+            if lead != best_c:
+                why = _simpler_because((lead.framework, lead.config), (best_c.framework, best_c.config))
+                lead_note = (f"within the model's error (+-{band:.0%}) of the fastest, "
+                             f"{describe(best_c.framework, best_c.config)} ({best_s:,.4g}); ranked first as the "
+                             f"simpler: {why}")
             else:
-                notes[0] = f"fastest, and the simplest of {n_equivalent} configurations within +-{band:.0%} of it"
-    points = [(p.tokens_per_s, p.memory_headroom_bytes, i) for i, (_c, p, _s) in enumerate(ev.feasible)]
-    front_idx = pareto_front(points)
-    pareto = tuple(RankedConfig(i + 1, ev.feasible[j][0].framework, ev.feasible[j][0].config, ev.feasible[j][1],
-                                ev.feasible[j][2]) for i, j in enumerate(front_idx))
-    if objective == "pareto":  # the answer is the front itself, fastest first; --top does not cut it
-        return pareto, pareto
-    top = tuple(RankedConfig(i + 1, c.framework, c.config, p, s, i < n_equivalent and n_equivalent > 1,
-                             notes.get(i, f"within the model's error (+-{ordered[0][1].error_band:.0%}) of the best"
-                                       if i < n_equivalent and n_equivalent > 1 else ""))
-                for i, (c, p, s) in enumerate(ordered[:top_k]))
-    return top, pareto
+                lead_note = (f"fastest of the simplest among {len(equivalent)} configurations within +-{band:.0%} "
+                             "of it")
+    ordered, also = _once(ordered)
+    top = []
+    for i, item in enumerate(ordered[:top_k]):
+        c, p, s = item
+        equivalent_one = id(item) in equivalent_ids
+        notes = [lead_note if i == 0 else ""]
+        if equivalent_one and i > 0:
+            notes.append(f"within the model's error (+-{band:.0%}) of the best")
+        if also.get(i):
+            notes.append(f"the same configuration runs as {', '.join(also[i])} with the same prediction "
+                         "(listed once)")
+        top.append(RankedConfig(i + 1, c.framework, c.config, p, s, equivalent_one, "; ".join(n for n in notes if n)))
+    return tuple(top), pareto
