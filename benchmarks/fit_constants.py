@@ -1,12 +1,16 @@
 """Refit the cost model's global constants on published runs.
 
-    python benchmarks/fit_constants.py [--data runs.json] [--write] [--maxiter N]
+    python benchmarks/fit_constants.py [--data FILE ...] [--write] [--maxiter N]
 
 Fits the time constants of :class:`search.Calibration` by minimising the mean of the
 per-source iteration-time MAPEs plus the overall MAPE (so no single source dominates), with
 SciPy's differential evolution inside documented bounds; then the two memory constants on
-the runs with measured memory, subject to every run that ran still fitting. ``--write``
-stores them in ``search/calibration.json`` with the data they were fitted on.
+the runs with measured memory, subject to every run that ran still fitting. Runs whose
+configuration leaves fields open are predicted as tuned (``benchmarks/_tuned.py``), as
+``benchmarks/fidelity.py`` scores them. ``--data`` (repeatable) defaults to
+``benchmarks/data/runs.json``; records the model cannot express are left out and counted.
+``--write`` stores the constants in ``search/calibration.json`` with the data they were fitted on.
+:func:`fit` is what ``fidelity.py --loso`` calls.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from dataclasses import asdict, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,13 +31,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scipy.optimize import differential_evolution  # noqa: E402
-
-from search import Calibration, predict  # noqa: E402
+from benchmarks._tuned import completions, predict_tuned  # noqa: E402
+from search import Calibration, ParallelConfig  # noqa: E402
 from search._calibration import CALIBRATION_PATH  # noqa: E402
-from search._runs_file import CalibrationRun, load_runs  # noqa: E402
+from search._runs_file import CalibrationRun, load_runs, read_runs  # noqa: E402, F401 (load_runs: for callers)
 
 DATA = ROOT / "benchmarks" / "data"
+"""The project's calibration data (``benchmarks/data/PROVENANCE.md``)."""
+FIT_DATA = (DATA / "runs.json",)
+"""What the shipped constants are fitted on (``search/calibration.json`` names it): the 2019-2024
+runs. The 2024-2026 runs the model can express (14 dense H100/A100 rows, 5 of them at 16K-1M
+tokens) would each be a source of equal weight in the objective; add them with ``--data``."""
 
 TIME_BOUNDS: dict[str, tuple[float, float]] = {
     "hbm_efficiency": (0.3, 0.95),
@@ -51,28 +60,35 @@ MEMORY_BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 
-def _source(run: CalibrationRun) -> str:
-    return run.source.split(",")[0][:40]
+def short_source(source: str) -> str:
+    """A short label for a source string (its first words up to the first comma or paren): the
+    per-source groups of the objective and of fidelity.py's report."""
+    head = source.split(",")[0].split("(")[0].strip()
+    return head[:48]
 
 
-def time_objective(cal: Calibration, runs: list[CalibrationRun]) -> float:
-    """Mean of per-source MAPE plus overall MAPE (percent)."""
+Completions = dict[CalibrationRun, list[ParallelConfig]]
+"""The valid completions of each run (:func:`benchmarks._tuned.completions`), computed once per fit."""
+
+
+def time_objective(cal: Calibration, runs: list[CalibrationRun], configs: Completions | None = None) -> float:
+    """Mean of per-source MAPE plus overall MAPE (percent); ``configs``: completions by run."""
     by_source: dict[str, list[float]] = defaultdict(list)
     for run in runs:
         if run.iteration_time_s is None:
             continue
-        t = predict(run.model, run.cluster, run.config, run.training, cal).iteration_time_s
-        by_source[_source(run)].append(abs(t - run.iteration_time_s) / run.iteration_time_s * 100)
+        t = predict_tuned(run, cal, (configs or {}).get(run)).prediction.iteration_time_s
+        by_source[short_source(run.source)].append(abs(t - run.iteration_time_s) / run.iteration_time_s * 100)
     all_errors = [e for es in by_source.values() for e in es]
     return statistics.fmean(statistics.fmean(es) for es in by_source.values()) + statistics.fmean(all_errors)
 
 
-def memory_objective(cal: Calibration, runs: list[CalibrationRun]) -> float:
+def memory_objective(cal: Calibration, runs: list[CalibrationRun], configs: Completions | None = None) -> float:
     """Memory MAPE on measured runs, plus a large penalty per run that ran but is predicted not to fit."""
     errors = []
     penalty = 0.0
     for run in runs:
-        p = predict(run.model, run.cluster, run.config, run.training, cal)
+        p = predict_tuned(run, cal, (configs or {}).get(run)).prediction
         if run.peak_memory_bytes:
             errors.append(abs(p.peak_memory_bytes_per_gpu - run.peak_memory_bytes) / run.peak_memory_bytes * 100)
         if run.ran is not None and p.feasible != run.ran:
@@ -80,49 +96,100 @@ def memory_objective(cal: Calibration, runs: list[CalibrationRun]) -> float:
     return (statistics.fmean(errors) if errors else 0.0) + penalty
 
 
-def fit(runs: list[CalibrationRun], maxiter: int, seed: int) -> tuple[Calibration, float, float]:
+@dataclass(frozen=True)
+class FitResult:
+    """Fitted constants and the objectives they reach."""
+
+    calibration: Calibration
+    time_objective: float
+    memory_objective: float
+    seconds: float
+
+
+def fit(runs: list[CalibrationRun], maxiter: int = 40, seed: int = 0,
+        progress: Callable[[str], None] | None = None) -> FitResult:
+    """Fit :data:`TIME_BOUNDS` on the timed runs, then :data:`MEMORY_BOUNDS` on all of them.
+
+    ``progress`` receives a line every 5 generations of each stage. 35-95 s on the 260 runs
+    of runs.json at ``maxiter=40`` on a shared 2-core machine; the cost grows with ``maxiter``."""
+    from scipy.optimize import OptimizeResult, differential_evolution
+
+    start = time.perf_counter()
     base = Calibration()
     timed = [r for r in runs if r.iteration_time_s is not None and r.ran is not False]
+    if not timed:
+        raise ValueError("no run with a measured iteration time to fit the time constants on")
+    configs = {r: completions(r) for r in runs}
+
+    def report(stage: str) -> Callable[[OptimizeResult], None]:
+        def callback(intermediate_result: OptimizeResult) -> None:
+            n = int(intermediate_result.nit)
+            if progress and (n % 5 == 0 or n == maxiter):
+                progress(f"{stage}: generation {n}/{maxiter}, objective {float(intermediate_result.fun):.2f} "
+                         f"({time.perf_counter() - start:.0f} s)")
+        return callback
+
     names = list(TIME_BOUNDS)
 
     def f_time(x: list[float]) -> float:
-        return time_objective(replace(base, **dict(zip(names, x, strict=True))), timed)
+        return time_objective(replace(base, **dict(zip(names, x, strict=True))), timed, configs)
 
     res = differential_evolution(f_time, [TIME_BOUNDS[n] for n in names], maxiter=maxiter, seed=seed,
-                                 polish=True, tol=1e-4, popsize=10)
+                                 polish=True, tol=1e-4, popsize=10, callback=report("time constants"))
     cal = replace(base, **dict(zip(names, res.x, strict=True)))
     mnames = list(MEMORY_BOUNDS)
 
     def f_mem(x: list[float]) -> float:
-        return memory_objective(replace(cal, **dict(zip(mnames, x, strict=True))), runs)
+        return memory_objective(replace(cal, **dict(zip(mnames, x, strict=True))), runs, configs)
 
-    mres = differential_evolution(f_mem, [MEMORY_BOUNDS[n] for n in mnames], maxiter=maxiter, seed=seed, polish=True)
+    mres = differential_evolution(f_mem, [MEMORY_BOUNDS[n] for n in mnames], maxiter=maxiter, seed=seed, polish=True,
+                                  callback=report("memory constants"))
     cal = replace(cal, **dict(zip(mnames, mres.x, strict=True)))
-    return cal, float(res.fun), float(mres.fun)
+    return FitResult(cal, float(res.fun), float(mres.fun), time.perf_counter() - start)
+
+
+def read_all(paths: list[Path]) -> tuple[list[CalibrationRun], int]:
+    """The runs of every file, and how many records were refused (fidelity.py says why)."""
+    runs: list[CalibrationRun] = []
+    refused = 0
+    for path in paths:
+        got = read_runs(path)
+        runs += got.runs
+        refused += len(got.refused)
+    return runs, refused
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA / "runs.json")
+    parser.add_argument("--data", type=Path, action="append", metavar="FILE",
+                        help="runs file in the calibration schema; repeat for several "
+                        f"(default: {', '.join(str(p.relative_to(ROOT)) for p in FIT_DATA)})")
     parser.add_argument("--write", action="store_true", help=f"write {CALIBRATION_PATH.name}")
-    parser.add_argument("--maxiter", type=int, default=40)
+    parser.add_argument("--maxiter", type=int, default=40, help="generations of each differential evolution")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    runs = load_runs(args.data)
-    start = time.perf_counter()
-    cal, t_obj, m_obj = fit(runs, args.maxiter, args.seed)
-    elapsed = time.perf_counter() - start
-    constants = {k: (round(v, 6) if not math.isclose(v, 0) else 0.0) for k, v in asdict(cal).items()}
+    paths = args.data or list(FIT_DATA)
+    try:
+        runs, refused = read_all(paths)
+    except (OSError, ValueError) as exc:
+        print(f"fit_constants: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(runs)} runs from {', '.join(p.name for p in paths)}; {refused} record{'s' * (refused != 1)} the "
+          "model cannot express left out (benchmarks/fidelity.py lists them)", file=sys.stderr)
+    result = fit(runs, args.maxiter, args.seed, progress=lambda line: print(line, file=sys.stderr))
+    constants = {k: (round(v, 6) if not math.isclose(v, 0) else 0.0) for k, v in asdict(result.calibration).items()}
     for k, v in constants.items():
         print(f"{k:<24} {v:.6g}")
-    print(f"time objective {t_obj:.2f}  memory objective {m_obj:.2f}  ({elapsed:.0f} s)")
+    print(f"time objective {result.time_objective:.2f}  memory objective {result.memory_objective:.2f}  "
+          f"({result.seconds:.0f} s)")
     if args.write:
         payload = {
-            "fitted_on": str(args.data.name),
+            "fitted_on": ", ".join(p.name for p in paths),
             "n_runs": len(runs),
             "fitted_at": datetime.now(UTC).strftime("%Y-%m-%d"),
             "method": "scipy differential_evolution, objective = mean per-source time MAPE + overall MAPE; "
-                      "memory constants on measured peak memory with an OOM-agreement penalty",
+                      "memory constants on measured peak memory with an OOM-agreement penalty; "
+                      "runs with open configuration fields predicted as tuned",
             "fitted": sorted([*TIME_BOUNDS, *MEMORY_BOUNDS]),
             "fixed": sorted(k for k in constants if k not in TIME_BOUNDS and k not in MEMORY_BOUNDS),
             "constants": constants,

@@ -1,0 +1,75 @@
+"""Predict a published run whose configuration leaves fields unknown "as tuned".
+
+A source that does not state the micro-batch, sequence parallelism, recomputation or the
+virtual pipeline stages still ran with some value of each, and a team publishing its throughput
+ran the fastest one that fit. So such a run (``CalibrationRun.unknown`` names its open fields) is
+predicted at its best: the fastest feasible prediction over every valid completion of the open
+fields, each value checked by :func:`search.check_compatible` (the framework's rules included).
+When no completion fits, the fastest one is kept, and it is reported infeasible. A run with no
+open field is predicted as it is.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Any
+
+from search import Calibration, ParallelConfig, Prediction, SpecError, check_compatible, predict
+from search._runs_file import CalibrationRun
+
+RECOMPUTES = ("none", "selective", "full")
+
+
+def field_values(run: CalibrationRun, name: str) -> tuple[Any, ...]:
+    """Values of one open field worth trying, the loader's default first (it wins ties)."""
+    c, model = run.config, run.model
+    if name == "micro_batch":
+        per_rank = run.training.global_batch // c.dp
+        return tuple(b for b in range(1, per_rank + 1) if per_rank % b == 0)
+    if name == "vp":
+        per_stage = model.layers // c.pp
+        return tuple(v for v in range(1, per_stage + 1) if per_stage % v == 0)
+    if name == "sp":
+        return (False, True)
+    if name == "recompute":
+        return RECOMPUTES
+    raise ValueError(f"{name!r} is not a configuration field the runs loader leaves open")
+
+
+def completions(run: CalibrationRun) -> list[ParallelConfig]:
+    """Every valid configuration that fills the run's open fields (the run's own when none is open;
+    the run's own too when no completion is valid, so that its prediction reports why)."""
+    if not run.unknown:
+        return [run.config]
+    out = []
+    for values in itertools.product(*(field_values(run, name) for name in run.unknown)):
+        try:
+            config = replace(run.config, **dict(zip(run.unknown, values, strict=True)))
+            check_compatible(run.model, run.cluster.world_size, config, run.training)
+        except SpecError:
+            continue
+        out.append(config)
+    return out or [run.config]
+
+
+@dataclass(frozen=True, slots=True)
+class TunedPrediction:
+    """The prediction a run is scored with, and the configuration it was made for."""
+
+    prediction: Prediction
+    config: ParallelConfig
+    n_completions: int
+    """Configurations tried: 1 for a run with no open field."""
+
+
+def predict_tuned(run: CalibrationRun, calibration: Calibration | None = None,
+                  configs: list[ParallelConfig] | None = None) -> TunedPrediction:
+    """The fastest feasible prediction over ``configs`` (default :func:`completions`; a fit passes
+    them once, they do not depend on the calibration), else the fastest; the first wins a tie.
+
+    Raises :class:`search.SpecError` when the run's only configuration is invalid."""
+    configs = configs or completions(run)
+    scored = [(predict(run.model, run.cluster, c, run.training, calibration), c) for c in configs]
+    p, config = max(scored, key=lambda pc: (pc[0].feasible, -pc[0].iteration_time_s))
+    return TunedPrediction(p, config, len(configs))

@@ -1,0 +1,57 @@
+"""benchmarks/fit_constants.py: several --data files, a fit callable from fidelity.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "benchmarks" / "data" / "runs.json"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fit_constants_under_test", ROOT / "benchmarks" / "fit_constants.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+fit_constants = _load()
+
+
+def test_the_default_data_is_the_one_the_shipped_constants_name() -> None:
+    assert fit_constants.FIT_DATA == (RUNS,)
+    shipped = json.loads((ROOT / "search" / "calibration.json").read_text())
+    assert shipped["fitted_on"] == ", ".join(p.name for p in fit_constants.FIT_DATA)
+
+
+def test_several_files_are_fitted_together_and_refused_records_counted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = json.loads(RUNS.read_text())
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(records[:3]))
+    moe = json.loads(json.dumps(records[3]))
+    moe["id"], moe["model"]["moe"] = "moe", {"experts": 8}
+    second.write_text(json.dumps([*[r for r in records if r["source"].startswith("MosaicML")][:3], moe]))
+    assert fit_constants.main(["--data", str(first), "--data", str(second), "--maxiter", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "6 runs from a.json, b.json; 1 record the model cannot express left out" in captured.err
+    assert "hbm_efficiency" in captured.out and "time objective" in captured.out
+
+
+def test_fit_returns_the_constants_and_reports_progress() -> None:
+    runs = fit_constants.load_runs(RUNS)[:6]
+    lines: list[str] = []
+    result = fit_constants.fit(runs, maxiter=1, progress=lines.append)
+    assert result.time_objective >= 0 and result.seconds > 0
+    assert result.calibration != fit_constants.Calibration()
+    assert any(line.startswith("time constants: generation 1/1") for line in lines)
+    with pytest.raises(ValueError, match="no run with a measured iteration time"):
+        fit_constants.fit([], maxiter=1)
