@@ -240,6 +240,12 @@ def _once(ordered: list[tuple[Candidate, Prediction, float]]
     return kept, also
 
 
+def fastest_at(ordered: Sequence[tuple[Candidate, Prediction, float]], sign: float, top_k: int) -> int:
+    """Position of the best score among the first ``top_k``."""
+    shown = ordered[:top_k]
+    return max(range(len(shown)), key=lambda i: sign * shown[i][2], default=0)
+
+
 def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig, ...], tuple[RankedConfig, ...]]:
     """The top ``top_k`` by the objective and the Pareto front.
 
@@ -277,6 +283,10 @@ def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig,
                 lead_note = (f"fastest of the simplest among {len(equivalent)} configurations within +-{band:.0%} "
                              "of it")
     ordered, also = _once(ordered)
+    fastest = max(range(len(ordered)), key=lambda i: sign * ordered[i][2], default=0)
+    if 1 < top_k <= fastest:  # the fastest is always listed: it takes the last place shown
+        ordered.insert(top_k - 1, ordered.pop(fastest))
+        also = {(top_k - 1 if i == fastest else i + (top_k - 1 <= i < fastest)): v for i, v in also.items()}
     top = []
     for i, item in enumerate(ordered[:top_k]):
         c, p, s = item
@@ -284,6 +294,8 @@ def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig,
         notes = [lead_note if i == 0 else ""]
         if equivalent_one and i > 0:
             notes.append(f"within the model's error (+-{band:.0%}) of the best")
+        if i == top_k - 1 and i == fastest_at(ordered, sign, top_k) and i > 0:
+            notes.append("the fastest predicted, listed although simpler equivalents rank before it")
         if also.get(i):
             notes.append(f"the same configuration runs as {', '.join(also[i])} with the same prediction "
                          "(listed once)")

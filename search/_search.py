@@ -83,7 +83,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
     exhaustive = storage is None and len(candidates) <= max_exhaustive and n_trials is None
     if storage is not None:
-        study = run_shared(candidates, ev, objective, storage, name, progress)
+        study = run_shared(candidates, ev, objective, storage, name, progress, top_k)
         exhaustive = True
     elif exhaustive:
         # Memory of every configuration (the exact feasible count), then the Pareto front and the

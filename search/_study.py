@@ -89,20 +89,13 @@ def _trial(cand: Candidate, pred: Prediction, values: list[float],
 
 
 def tell_study(ev: Evaluator, objective: str, name: str, top_k: int) -> optuna.Study:
-    """An in-memory study holding the ranked results of an exhaustive sweep (telling every
-    evaluated configuration would cost more than evaluating it)."""
+    """An in-memory study holding the ranked results of an exhaustive sweep, the Pareto front and a
+    sample of the other timed configurations (:func:`config_trials`; telling every evaluated
+    configuration would cost more than evaluating it)."""
     import optuna
 
     study = optuna.create_study(study_name=name, directions=_directions(objective))
-    if not ev.feasible:
-        return study
-    top, pareto = rank(ev, objective, top_k)
-    chosen = {(r.framework, r.config): r for r in (*top, *pareto)}
-    dists = _distributions([Candidate(cast(Framework, fw), cfg) for fw, cfg in chosen])
-    study.add_trials([
-        _trial(Candidate(cast(Framework, fw), cfg), r.prediction, _values(objective, r.prediction, r.score), dists)
-        for (fw, cfg), r in chosen.items()
-    ])
+    study.add_trials(config_trials(ev, objective, top_k))
     return study
 
 
@@ -197,9 +190,43 @@ def run_sampler(candidates: Sequence[Candidate], ev: Evaluator, objective: str, 
         score = objective_score(pred, objective, cluster.world_size, ev.price)
         return _values(objective, pred, score)
 
-    callbacks = [] if progress is None else [lambda _s, t: progress(t.number + 1, n_trials)]
+    callbacks: list[Any] = [] if progress is None else [lambda _s, t: progress(t.number + 1, n_trials)]
+    callbacks.append(_Converged(patience(n_trials), objective))
     study.optimize(run, n_trials=n_trials, timeout=timeout_s, callbacks=callbacks)
     return study
+
+
+def patience(n_trials: int) -> int:
+    """Trials without a better configuration after which a sampled search stops: a quarter of the
+    budget, at least :data:`MIN_PATIENCE` (TPE's cost per trial grows with the trials told, so a
+    3,000-trial budget spent after convergence took 117 s for the answer the sweep gives in 1.4 s)."""
+    return max(MIN_PATIENCE, n_trials // 4)
+
+
+MIN_PATIENCE = 200
+
+
+class _Converged:
+    """Optuna callback: stop the study once ``patience`` trials in a row found nothing better.
+    The study's user attribute ``converged_at`` then says after how many trials."""
+
+    def __init__(self, patience: int, objective: str) -> None:
+        self.patience, self.objective = patience, objective
+        self.best: float | None = None
+        self.since = 0
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if self.objective == "pareto" or trial.values is None:
+            return
+        value = trial.values[0]
+        better = self.best is None or (value < self.best if self.objective == "cost" else value > self.best)
+        if better and value not in (0.0, float("inf")):
+            self.best, self.since = value, 0
+            return
+        self.since += 1
+        if self.since >= self.patience:
+            study.set_user_attr("converged_at", trial.number + 1)
+            study.stop()
 
 
 def _join_study(storage: optuna.storages.BaseStorage, name: str, sampler: optuna.samplers.BaseSampler
@@ -229,37 +256,75 @@ def _wait_for_others(study: optuna.Study) -> None:
         time.sleep(0.05)
 
 
+SHARED_TRIALS_TARGET = 64
+"""Batches a shared-storage search aims for (enough to spread over workers)."""
+SHARED_BATCH_MAX = 512
+"""Most configurations in one shared-storage trial: a batch costs a few database round trips and
+about 20 ms of evaluation, so the round trips no longer dominate (one trial per configuration
+took over 15 minutes for GPT-3 175B's 22,000 configurations)."""
+SAMPLE_TRIALS = 300
+"""Configurations beyond the top k and the Pareto front that a search records in its
+configuration study (every n-th timed one), so parameter importances have a spread to work on."""
+
+
+def batch_size(n_candidates: int) -> int:
+    """Configurations per shared-storage trial: about :data:`SHARED_TRIALS_TARGET` batches, at most
+    :data:`SHARED_BATCH_MAX` configurations each."""
+    return max(1, min(SHARED_BATCH_MAX, n_candidates // SHARED_TRIALS_TARGET))
+
+
+def config_trials(ev: Evaluator, objective: str, top_k: int) -> list[optuna.trial.FrozenTrial]:
+    """Completed trials whose parameters are the configurations' own (framework, dp, tp, pp, ...)
+    and whose user attributes hold the prediction: the ranked top k, the Pareto front and every
+    n-th other timed configuration (what Optuna Dashboard and ``optuna.importance`` read)."""
+    if not ev.feasible:
+        return []
+    top, pareto = rank(ev, objective, top_k)
+    chosen: dict[tuple[str, Any], tuple[Candidate, Prediction, float]] = {}
+    for r in (*top, *pareto):
+        chosen[(r.framework, r.config)] = (Candidate(cast(Framework, r.framework), r.config), r.prediction, r.score)
+    step = max(1, len(ev.feasible) // SAMPLE_TRIALS)
+    for cand, pred, score in ev.feasible[::step]:
+        chosen.setdefault((cand.framework, cand.config), (cand, pred, score))
+    dists = _distributions([cand for cand, _p, _s in chosen.values()])
+    return [_trial(cand, pred, _values(objective, pred, score), dists) for cand, pred, score in chosen.values()]
+
+
 def run_shared(candidates: Sequence[Candidate], ev: Evaluator, objective: str, storage: str, name: str,
-                progress: ProgressFn | None) -> optuna.Study:
+                progress: ProgressFn | None, top_k: int = 10) -> optuna.Study:
     """Cooperate with other processes on one study in shared storage (an Optuna RDB URL).
 
-    The creating process enqueues one trial per valid configuration (parameter ``candidate``:
-    its index in the deterministic enumeration, so every worker must search the same
-    question); each worker pops queued trials until none is left, waits for the others' last
-    ones, and ranks them all. One parameter and one user attribute per trial keep the database
-    round trips few (each costs milliseconds). Workers may start together on a database that
-    never held a study: :func:`open_storage` creates Optuna's schema once.
+    The creating process enqueues one trial per batch of :func:`batch_size` configurations
+    (parameter ``batch``: its place in the deterministic enumeration, so every worker must search
+    the same question); each worker pops queued batches until none is left, evaluates every
+    configuration of its batches (memory, then time where it fits), records which fit, waits for
+    the others' last batches, and ranks everything. The first worker to finish also writes the
+    study ``NAME-configs``: one trial per ranked, Pareto or sampled configuration with the
+    configuration's own parameters (:func:`config_trials`). Workers may start together on a
+    database that never held a study: :func:`open_storage` creates Optuna's schema once.
     """
     import optuna
 
     directions = _directions(objective)
-    # Every trial is a queued configuration: the sampler never chooses, so take the cheapest one.
+    # Every trial is a queued batch: the sampler never chooses, so take the cheapest one.
     sampler = optuna.samplers.RandomSampler()
     rdb = open_storage(storage)
+    size = batch_size(len(candidates))
+    n_batches = -(-len(candidates) // size)
     try:
         study = optuna.create_study(storage=rdb, study_name=name, directions=directions, sampler=sampler)
     except optuna.exceptions.DuplicatedStudyError:
         # Another worker created it: its enqueuing may still be under way, which _join_study waits out.
         study = _join_study(rdb, name, sampler)
     else:
-        for i in range(len(candidates)):
-            study.enqueue_trial({"candidate": i}, user_attrs={QUEUED: True})
+        for b in range(n_batches):
+            study.enqueue_trial({"batch": b}, user_attrs={QUEUED: True})
+        study.set_user_attr("batch_size", size)
         study.set_user_attr("queued", len(candidates))
-    if study.user_attrs["queued"] != len(candidates):
+    if study.user_attrs["queued"] != len(candidates) or study.user_attrs.get("batch_size") != size:
         raise SpecError("study_name", f"study {name!r} holds a different search "
                         f"({study.user_attrs['queued']} configurations, this one has {len(candidates)})",
                         "give every worker the same model, cluster, batch and framework, or a new --study-name")
-    index = optuna.distributions.IntDistribution(0, max(0, len(candidates) - 1))
     worst = [0.0, float("-inf")] if objective == "pareto" else [float("inf") if objective == "cost" else 0.0]
     done = 0
     worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -271,24 +336,40 @@ def run_shared(candidates: Sequence[Candidate], ev: Evaluator, objective: str, s
         if not trial.user_attrs.get(QUEUED):
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             break
-        cand = candidates[trial.suggest_int("candidate", index.low, index.high)]
-        pred, _plan = ev(cand)
-        values = worst if pred is None else _values(objective, pred, ev.feasible[-1][2])
-        trial.set_user_attr("result", {"feasible": pred is not None, "worker": worker,
-                                       "config": describe(cand.framework, cand.config)})
-        study.tell(trial, values)
-        done += 1
+        b = trial.suggest_int("batch", 0, max(0, n_batches - 1))
+        fitting: list[int] = []
+        best: tuple[Prediction, float] | None = None
+        for i in range(b * size, min(len(candidates), (b + 1) * size)):
+            pred, _plan = ev(candidates[i])
+            if pred is not None:
+                fitting.append(i)
+                score = ev.feasible[-1][2]
+                if best is None or (score < best[1] if objective == "cost" else score > best[1]):
+                    best = (pred, score)
+        n = min(len(candidates), (b + 1) * size) - b * size
+        trial.set_user_attr("result", {"n": n, "fitting": fitting, "worker": worker})
+        study.tell(trial, worst if best is None else _values(objective, *best))
+        done += n
         if progress is not None:
             progress(done, len(candidates))
     # Rank what every worker found, not only this one's share (predictions are deterministic).
     _wait_for_others(study)
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    complete = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                if t.user_attrs.get(QUEUED)]
+    mine = {cand: pred for cand, pred, _s in ev.feasible}
     ev.feasible.clear()
     for t in complete:
-        if t.user_attrs["result"]["feasible"]:
-            cand = candidates[t.params["candidate"]]
-            pred = predict(ev.model, ev.cluster, cand.config, ev.trainings[cand.framework], ev.cal)
+        for i in t.user_attrs["result"]["fitting"]:
+            cand = candidates[i]
+            pred = mine.get(cand) or predict(ev.model, ev.cluster, cand.config, ev.trainings[cand.framework], ev.cal)
             ev.feasible.append((cand, pred, objective_score(pred, ev.objective, ev.cluster.world_size, ev.price)))
-    ev.n_evaluated = len(complete)
+    ev.n_evaluated = sum(t.user_attrs["result"]["n"] for t in complete)
     ev.n_feasible = len(ev.feasible)
+    try:
+        configs = optuna.create_study(storage=rdb, study_name=f"{name}-configs", directions=directions)
+    except optuna.exceptions.DuplicatedStudyError:
+        pass  # another worker wrote the same ranking
+    else:
+        configs.add_trials(config_trials(ev, objective, top_k))
     return study
+

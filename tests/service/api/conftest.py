@@ -2,7 +2,7 @@
 PostgreSQL (a throwaway database created on the server and dropped after), an in-process
 client, and tokens.
 
-PostgreSQL databases come from tests/service/conftest.py (``pg_url``, ``module_pg_url``).
+PostgreSQL databases come from tests/conftest.py (``pg_url``, ``module_pg_url``).
 """
 
 from __future__ import annotations
