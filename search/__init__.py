@@ -7,6 +7,7 @@ from search._calibration import Calibration, default_calibration
 from search._cluster_presets import CLUSTER_PRESETS, cluster_preset, gpu_preset, node_preset
 from search._cluster_spec import ClusterSpec, GPUSpec, NodeSpec
 from search._errors import AutoparError, SpecError, UnknownPresetError
+from search._hf_config import HF_ARCHITECTURES, model_from_hf_config
 from search._model_presets import MODEL_PRESET_PARAMS, MODEL_PRESETS, model_preset
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
@@ -29,6 +30,7 @@ from search._space import FRAMEWORK_TARGETS, Candidate, Space, enumerate_space
 __all__ = [
     "CLUSTER_PRESETS",
     "FRAMEWORK_TARGETS",
+    "HF_ARCHITECTURES",
     "MODEL_PRESETS",
     "MODEL_PRESET_PARAMS",
     "OBJECTIVES",
@@ -60,6 +62,7 @@ __all__ = [
     "enumerate_space",
     "fit_alpha_beta",
     "gpu_preset",
+    "model_from_hf_config",
     "model_preset",
     "node_preset",
     "predict",

@@ -35,9 +35,10 @@ def _megatron_gpt(name: str, layers: int, hidden: int, heads: int) -> ModelSpec:
 
 
 def _llama(
-    name: str, *, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, seq_len: int
+    name: str, *, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, seq_len: int,
+    rope_theta: float,
 ) -> ModelSpec:
-    """A Llama 2 / Llama 3 shape: SwiGLU, RMSNorm, RoPE, no biases, untied LM head, FlashAttention."""
+    """A Llama 2 / Llama 3 shape: SwiGLU, RMSNorm (eps 1e-5), RoPE, no biases, untied LM head, FlashAttention."""
     return ModelSpec(
         name=name,
         layers=layers,
@@ -53,6 +54,7 @@ def _llama(
         bias=False,
         norm="rmsnorm",
         attention="flash",
+        rope_theta=rope_theta,
     )
 
 
@@ -82,17 +84,27 @@ _PRESETS: tuple[ModelSpec, ...] = (
     # The paper's alternating locally banded sparse attention layers add no parameters.
     _megatron_gpt("gpt3-175b", 96, 12288, 96),
     # Llama 2 (Touvron et al. 2023, arXiv:2307.09288, Table 1: 4k context, GQA for 70B); shapes
-    # from the Hugging Face config.json of meta-llama/Llama-2-{7b,13b,70b}-hf.
-    _llama("llama2-7b", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=11008, vocab=32000, seq_len=4096),
-    _llama("llama2-13b", layers=40, hidden=5120, heads=40, kv_heads=40, ffn=13824, vocab=32000, seq_len=4096),
-    _llama("llama2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000, seq_len=4096),
+    # from the Hugging Face config.json of meta-llama/Llama-2-{7b,13b,70b}-hf (rope_theta 10000,
+    # rms_norm_eps 1e-5).
+    _llama("llama2-7b", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=11008, vocab=32000, seq_len=4096,
+           rope_theta=10000.0),
+    _llama("llama2-13b", layers=40, hidden=5120, heads=40, kv_heads=40, ffn=13824, vocab=32000, seq_len=4096,
+           rope_theta=10000.0),
+    _llama("llama2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000, seq_len=4096,
+           rope_theta=10000.0),
     # Llama 3 (Llama Team 2024, arXiv:2407.21783, Table 3: layers, model/FFN dimension, 8 KV
     # heads for all three sizes); vocab 128256 rows from the Hugging Face config.json (the paper
     # rounds to 128K). seq_len 8192: the pre-training length (Sec. 3.4.1; 405B starts at 4096
-    # for its first 252M tokens), before the long-context stage.
-    _llama("llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, seq_len=8192),
-    _llama("llama3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256, seq_len=8192),
-    _llama("llama3-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248, vocab=128256, seq_len=8192),
+    # for its first 252M tokens), before the long-context stage. RoPE base 500,000 (Sec. 3.2;
+    # rope_theta of meta-llama/Meta-Llama-3-8B's config.json, rms_norm_eps 1e-5). No RoPE scaling:
+    # that came with the Llama 3.1 checkpoints (rope_scaling "llama3", factor 8), which
+    # `--model hf:PATH/config.json` reads.
+    _llama("llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, seq_len=8192,
+           rope_theta=500000.0),
+    _llama("llama3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256, seq_len=8192,
+           rope_theta=500000.0),
+    _llama("llama3-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn=53248, vocab=128256, seq_len=8192,
+           rope_theta=500000.0),
     # BLOOM (bigscience/bloom model card; Le Scao et al. 2022, arXiv:2211.05100): 70 layers,
     # 112 heads, hidden 14336, sequence length 2048, 250880 embedding rows (3,596,615,680
     # embedding parameters = 250880 * 14336), ALiBi, GeLU, biases, tied LM head. Megatron-DeepSpeed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from search._checks import one_of, positive_int
+from search._checks import one_of, positive_int, positive_number
 from search._errors import SpecError
 
 Activation = Literal["gelu", "swiglu"]
@@ -52,6 +52,31 @@ class ModelSpec:
     dropout: bool = False
     """Attention/hidden dropout on: 1-byte masks are stored for backward (Korthikanti et al.
     2022 assume it; Llama, MPT and BLOOM train without dropout)."""
+    qkv_bias: bool = False
+    """Only the Q, K and V projections carry biases (Qwen2: ``q_proj``/``k_proj``/``v_proj`` with
+    ``bias=True``, everything else without); implied when ``bias`` is True. Adds h + 2*kv_dim
+    parameters per layer."""
+    qk_norm: bool = False
+    """RMSNorm on each query and key head before RoPE (Qwen3; Megatron ``--qk-layernorm``): two
+    norms of head_dim weights per layer."""
+    norm_eps: float = 1e-5
+    """Epsilon of every LayerNorm/RMSNorm (HF ``rms_norm_eps`` / ``layer_norm_eps``; 1e-5 is
+    Megatron's and torchtitan's default and the value of every preset). No effect on the cost."""
+    rope_theta: float = 10000.0
+    """RoPE base theta (Su et al. 2021 use 10000; Llama 3: 500000). Used only with
+    ``position_embedding="rope"``; no effect on the cost."""
+    rope_scaling_factor: float | None = None
+    """Llama 3.1-style RoPE frequency scaling (HF ``rope_scaling`` of ``rope_type`` "llama3") by this
+    factor, with Meta's low/high frequency factors 1 and 4 over an original context of 8192
+    tokens (the only form Megatron's ``--use-rope-scaling`` implements); None means no scaling.
+    No effect on the cost."""
+    rotary_percent: float = 1.0
+    """Share of each head's dimensions RoPE rotates (GPT-NeoX/Pythia ``rotary_pct`` 0.25; Megatron
+    ``--rotary-percent``). No effect on the cost."""
+    parallel_residual: bool = False
+    """Attention and MLP read the same input and add to one residual (GPT-J/GPT-NeoX
+    ``use_parallel_residual``): the same FLOPs and parameters as the sequential block, so no
+    effect on the cost; the launch targets refuse it (Megatron has no such block)."""
     # Derived once in __post_init__ (the cost model reads them on every prediction).
     _kv_dim: int = field(init=False, repr=False, compare=False, default=0)
     _params_per_layer: int = field(init=False, repr=False, compare=False, default=0)
@@ -69,6 +94,19 @@ class ModelSpec:
         one_of(owner, "position_embedding", self.position_embedding, ("learned", "rope", "alibi"))
         one_of(owner, "norm", self.norm, ("layernorm", "rmsnorm"))
         one_of(owner, "attention", self.attention, ("flash", "standard"))
+        for name in ("qkv_bias", "qk_norm", "parallel_residual"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"{owner}.{name}", f"{getattr(self, name)!r} is not a boolean", "give true or false")
+        if not 0 < positive_number(owner, "norm_eps", self.norm_eps) < 1:
+            raise SpecError(f"{owner}.norm_eps", f"{self.norm_eps!r} is not below 1", "give e.g. 1e-5 or 1e-6")
+        positive_number(owner, "rope_theta", self.rope_theta)
+        if self.rope_scaling_factor is not None and positive_number(owner, "rope_scaling_factor",
+                                                                    self.rope_scaling_factor) < 1:
+            raise SpecError(f"{owner}.rope_scaling_factor", f"{self.rope_scaling_factor!r} is below 1",
+                            "give the factor the context was extended by (e.g. 8 for Llama 3.1), or null")
+        if not 0 < positive_number(owner, "rotary_percent", self.rotary_percent) <= 1:
+            raise SpecError(f"{owner}.rotary_percent", f"{self.rotary_percent!r} is above 1",
+                            "give the share of each head RoPE rotates, in (0, 1]")
         if self.hidden % self.heads:
             raise SpecError(
                 f"{owner}.heads",
@@ -104,11 +142,12 @@ class ModelSpec:
 
     @property
     def attention_params_per_layer(self) -> int:
-        """Q, K, V and output projections (+ biases)."""
+        """Q, K, V and output projections (+ biases, + the Q/K norms of ``qk_norm``)."""
         h, kv = self.hidden, self.kv_dim
         weights = h * h + 2 * h * kv + h * h
-        biases = (h + 2 * kv + h) if self.bias else 0
-        return weights + biases
+        biases = (h + 2 * kv + h) if self.bias else (h + 2 * kv) if self.qkv_bias else 0
+        qk_norms = 2 * self.head_dim if self.qk_norm else 0
+        return weights + biases + qk_norms
 
     @property
     def mlp_params_per_layer(self) -> int:

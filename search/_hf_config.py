@@ -1,0 +1,327 @@
+"""A Hugging Face ``config.json`` read into a :class:`ModelSpec`, or refused with the field that cannot be.
+
+Covered are the dense decoder architectures the cost model describes: ``llama``, ``mistral``,
+``qwen2``, ``qwen3`` (gated SiLU MLP, RMSNorm, RoPE, GQA), ``gpt2`` (learned positions, GeLU,
+LayerNorm, biases), ``gpt_neox`` (RoPE on a share of each head, parallel residual) and ``bloom``
+(ALiBi). Field names and defaults are those of the ``transformers`` configuration classes
+(``LlamaConfig``, ``MistralConfig``, ``Qwen2Config``, ``Qwen3Config``, ``GPT2Config``,
+``GPTNeoXConfig``, ``BloomConfig``); where a class hard-codes a choice instead of reading a field
+(Qwen2's Q/K/V biases, Qwen3's Q/K norms) the family sets it.
+
+Every key of the file is either read, known to change nothing autopar models (token ids, dtype,
+initialisation, numerics of the reference implementation), or refused by name: a mixture of
+experts (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ...), sliding-window
+attention shorter than the sequence, a head_dim other than hidden / heads, multi-head latent
+attention, biases on only some projections, RoPE scaling other than Llama 3.1's, and any key this
+module does not know. The attention kernel is not a property of the checkpoint: FlashAttention
+is assumed (a ModelSpec JSON file can say ``"attention": "standard"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from search._errors import SpecError
+from search._model_spec import ModelSpec
+
+FIELD = "config.json"
+HF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "gpt_neox", "bloom")
+"""``model_type`` values this module reads."""
+
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok",
+            "n_shared_experts", "shared_expert_intermediate_size", "moe_layer_freq", "first_k_dense_replace",
+            "decoder_sparse_step", "router_aux_loss_coef", "moe_num_experts")
+"""Keys of mixture-of-experts configurations (Mixtral, Qwen-MoE, DeepSeek-V2/V3, DBRX, OLMoE, ...)."""
+
+_FIX_MOE = "the cost model has no mixture of experts yet: choose a dense model"
+_LLAMA_ACTS = ("silu", "swish")
+_GELU_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python")
+# Keys that change nothing autopar models: token ids, dtypes, initialisation, caching, HF bookkeeping.
+_HOUSEKEEPING = frozenset({
+    "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "name_or_path",
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "unk_token_id", "decoder_start_token_id",
+    "use_cache", "initializer_range", "initializer_factor", "tokenizer_class", "output_attentions",
+    "output_hidden_states", "return_dict", "use_return_dict", "torchscript", "id2label", "label2id", "problem_type",
+    "_attn_implementation_autoset", "attn_implementation", "task_specific_params", "auto_map",
+    "pretraining_tp", "slow_but_exact", "quantization_config", "classifier_dropout", "is_decoder",
+    "tie_encoder_decoder", "chunk_size_feed_forward", "prefix", "finetuning_task", "max_length", "min_length",
+})
+_LLAMA_KEYS = frozenset({
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+    "vocab_size", "max_position_embeddings", "hidden_act", "rms_norm_eps", "rope_theta", "rope_scaling",
+    "rope_parameters", "partial_rotary_factor", "tie_word_embeddings", "attention_bias", "mlp_bias", "head_dim",
+    "attention_dropout", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
+})
+_GPT2_KEYS = frozenset({
+    "n_layer", "n_embd", "n_head", "n_inner", "vocab_size", "n_positions", "n_ctx", "activation_function",
+    "layer_norm_epsilon", "tie_word_embeddings", "resid_pdrop", "embd_pdrop", "attn_pdrop", "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention", "summary_type",
+    "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "n_special",
+    "predict_special_tokens",
+})
+_NEOX_KEYS = frozenset({
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size",
+    "max_position_embeddings", "hidden_act", "rotary_pct", "partial_rotary_factor", "rotary_emb_base", "rope_theta",
+    "rope_scaling", "rope_parameters", "layer_norm_eps", "use_parallel_residual", "tie_word_embeddings",
+    "attention_bias", "attention_dropout", "hidden_dropout",
+})
+_BLOOM_KEYS = frozenset({
+    "n_layer", "num_hidden_layers", "hidden_size", "n_embed", "n_head", "num_attention_heads", "vocab_size",
+    "layer_norm_epsilon", "tie_word_embeddings", "apply_residual_connection_post_layernorm", "hidden_dropout",
+    "attention_dropout", "attention_softmax_in_fp32", "bias_dropout_fusion", "masked_softmax_fusion", "offset_alibi",
+    "seq_length", "skip_bias_add", "skip_bias_add_qkv",
+})
+_KNOWN = {"llama": _LLAMA_KEYS, "mistral": _LLAMA_KEYS, "qwen2": _LLAMA_KEYS, "qwen3": _LLAMA_KEYS,
+          "gpt2": _GPT2_KEYS, "gpt_neox": _NEOX_KEYS, "bloom": _BLOOM_KEYS}
+# transformers' defaults for what a file may leave out (the configuration classes' __init__ arguments).
+_NORM_EPS_DEFAULT = {"llama": 1e-6, "mistral": 1e-6, "qwen2": 1e-6, "qwen3": 1e-6, "gpt2": 1e-5, "gpt_neox": 1e-5,
+                     "bloom": 1e-5}
+
+
+class _Reader:
+    """Typed access to one config dict; every problem is a SpecError naming the key."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+
+    def integer(self, *keys: str, default: int | None = None) -> int:
+        for key in keys:
+            value = self.data.get(key)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                    raise SpecError(f"{FIELD} {key}", f"{value!r} is not a positive integer", "fix the file")
+                return value
+        if default is None:
+            raise SpecError(f"{FIELD} {keys[0]}", "is missing", f"add {keys[0]}"
+                            + (" or give --seq-len" if keys[0] == "max_position_embeddings" else ""))
+        return default
+
+    def number(self, key: str, default: float) -> float:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SpecError(f"{FIELD} {key}", f"{value!r} is not a number", "fix the file")
+        return float(value)
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise SpecError(f"{FIELD} {key}", f"{value!r} is not true or false", "fix the file")
+        return value
+
+    def choice(self, key: str, allowed: tuple[str, ...], default: str, why: str) -> str:
+        value = self.data.get(key, default)
+        if value not in allowed:
+            raise SpecError(f"{FIELD} {key}", f"{value!r} is not supported ({why})", f"autopar reads: "
+                            f"{', '.join(allowed)}")
+        return str(value)
+
+
+def _refuse_moe(data: Mapping[str, Any]) -> None:
+    for key in MOE_KEYS:
+        value = data.get(key)
+        if value not in (None, 0, False):
+            raise SpecError(f"{FIELD} {key}", f"{key}={value!r} makes this a mixture-of-experts model "
+                            f"({data.get('model_type', 'unknown model_type')})", _FIX_MOE)
+    for key in ("q_lora_rank", "kv_lora_rank", "num_nextn_predict_layers"):
+        if data.get(key):
+            raise SpecError(f"{FIELD} {key}", f"{key} is multi-head latent attention or multi-token prediction "
+                            "(DeepSeek), which the cost model does not describe", "choose a dense GQA/MHA model")
+
+
+def _refuse_unknown(data: Mapping[str, Any], model_type: str) -> None:
+    unknown = sorted(set(data) - _KNOWN[model_type] - _HOUSEKEEPING)
+    if unknown:
+        raise SpecError(f"{FIELD} {unknown[0]}", f"autopar does not know the {model_type} field {unknown[0]!r} and "
+                        "cannot tell whether it changes the cost", "remove it from a copy of the file if it only "
+                        "describes inference or bookkeeping; otherwise this model is not supported")
+
+
+def _rope(r: _Reader, theta_keys: tuple[str, ...], default_theta: float) -> tuple[float, float | None]:
+    """(rope_theta, Llama 3.1 scaling factor or None) from rope_theta / rope_parameters / rope_scaling."""
+    params = r.data.get("rope_parameters")
+    scaling = r.data.get("rope_scaling")
+    theta = next((r.number(k, default_theta) for k in theta_keys if r.data.get(k) is not None), default_theta)
+    if isinstance(params, Mapping):  # transformers >= 4.56 folds theta and scaling into rope_parameters
+        if params.get("rope_theta") is not None:
+            theta = _Reader(params).number("rope_theta", theta)
+        scaling = scaling if scaling is not None else params
+    elif params is not None:
+        raise SpecError(f"{FIELD} rope_parameters", f"{params!r} is not an object", "fix the file")
+    if scaling is None:
+        return theta, None
+    if not isinstance(scaling, Mapping):
+        raise SpecError(f"{FIELD} rope_scaling", f"{scaling!r} is not an object", "fix the file")
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "default":
+        return theta, None
+    if kind != "llama3":
+        raise SpecError(f"{FIELD} rope_scaling", f"RoPE scaling {kind!r} is not supported: no launch target "
+                        "autopar writes can express it", "use a configuration without rope_scaling, or Llama 3.1's "
+                        "'llama3' scaling")
+    s = _Reader(scaling)
+    expected = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192.0}
+    for key, want in expected.items():
+        if s.number(key, want) != want:
+            raise SpecError(f"{FIELD} rope_scaling.{key}", f"{scaling.get(key)!r} differs from Llama 3.1's {want:g}, "
+                            "the only llama3 scaling Megatron's --use-rope-scaling implements",
+                            "use Meta's low/high frequency factors 1 and 4 over 8192 tokens")
+    factor = s.number("factor", 0.0)
+    if factor < 1:
+        raise SpecError(f"{FIELD} rope_scaling.factor", f"{scaling.get('factor')!r} is not a factor >= 1",
+                        "give the factor, e.g. 8")
+    return theta, factor
+
+
+def _window(r: _Reader, seq_len: int, model_type: str) -> None:
+    """Refuse sliding-window attention that is active at ``seq_len`` (the cost model attends to all tokens)."""
+    window = r.data.get("sliding_window")
+    used = r.flag("use_sliding_window", model_type == "mistral")  # Qwen2/3 gate it; Mistral uses it when set
+    layer_types = r.data.get("layer_types")
+    if isinstance(layer_types, list) and any(t != "full_attention" for t in layer_types):
+        raise SpecError(f"{FIELD} layer_types", "some layers use sliding-window attention, which the cost model "
+                        "does not describe", "choose a model whose layers all use full attention")
+    if used and window is not None:
+        if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+            raise SpecError(f"{FIELD} sliding_window", f"{window!r} is not a positive integer", "fix the file")
+        if window < seq_len:
+            key = "use_sliding_window" if "use_sliding_window" in r.data else "sliding_window"
+            raise SpecError(f"{FIELD} {key}", f"attention over a sliding window of {window} tokens, shorter than "
+                            f"the sequence of {seq_len}, which the cost model does not describe (it would "
+                            "overestimate the attention time)", f"train with --seq-len <= {window}, or choose a "
+                            "model with full attention")
+
+
+def _llama_family(r: _Reader, model_type: str, name: str, seq_len: int | None) -> tuple[ModelSpec, list[str]]:
+    notes: list[str] = []
+    hidden, heads = r.integer("hidden_size"), r.integer("num_attention_heads")
+    r.choice("hidden_act", _LLAMA_ACTS, "silu", "the gated MLP of these models is SwiGLU")
+    head_dim = r.data.get("head_dim")
+    if head_dim is not None and head_dim * heads != hidden:
+        raise SpecError(f"{FIELD} head_dim", f"{head_dim!r} x {heads} heads != hidden_size {hidden}: the attention "
+                        "width differs from the model width, which the cost model does not describe",
+                        "choose a model with head_dim = hidden_size / num_attention_heads")
+    for key in ("attention_bias", "mlp_bias"):
+        if r.flag(key, False):
+            raise SpecError(f"{FIELD} {key}", f"{key}=true puts biases on some projections only, which ModelSpec "
+                            "cannot describe (bias covers every linear, qkv_bias only Q/K/V)",
+                            "choose a model without them")
+    theta, scaling = _rope(r, ("rope_theta",), 10000.0)
+    rotary = r.number("partial_rotary_factor", 1.0)
+    dropout = r.number("attention_dropout", 0.0) > 0
+    max_pos = r.integer("max_position_embeddings") if seq_len is None else seq_len
+    if seq_len is None:
+        notes.append(f"seq_len = max_position_embeddings ({max_pos}) of config.json: give --seq-len for the length "
+                     "you train at")
+    _window(r, max_pos, model_type)
+    spec = ModelSpec(
+        name=name, layers=r.integer("num_hidden_layers"), hidden=hidden, heads=heads,
+        kv_heads=r.integer("num_key_value_heads", default=heads), ffn=r.integer("intermediate_size"),
+        vocab=r.integer("vocab_size"), seq_len=max_pos, activation="swiglu",
+        tied_embeddings=r.flag("tie_word_embeddings", False), position_embedding="rope", bias=False,
+        norm="rmsnorm", attention="flash", dropout=dropout, qkv_bias=model_type == "qwen2",
+        qk_norm=model_type == "qwen3", norm_eps=r.number("rms_norm_eps", _NORM_EPS_DEFAULT[model_type]),
+        rope_theta=theta, rope_scaling_factor=scaling, rotary_percent=rotary,
+    )
+    return spec, notes
+
+
+def _gpt2(r: _Reader, name: str, seq_len: int | None) -> tuple[ModelSpec, list[str]]:
+    if r.flag("add_cross_attention", False):
+        raise SpecError(f"{FIELD} add_cross_attention", "cross-attention layers (an encoder-decoder) are not a "
+                        "decoder-only transformer", "choose a decoder-only model")
+    r.choice("activation_function", _GELU_ACTS, "gelu_new", "GPT-2's MLP is GeLU")
+    hidden = r.integer("n_embd")
+    positions = r.integer("n_positions", "n_ctx", default=1024)
+    dropout = any(r.number(k, 0.1) > 0 for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop"))
+    spec = ModelSpec(
+        name=name, layers=r.integer("n_layer"), hidden=hidden, heads=r.integer("n_head"),
+        ffn=r.integer("n_inner", default=4 * hidden), vocab=r.integer("vocab_size"), seq_len=seq_len or positions,
+        activation="gelu", tied_embeddings=r.flag("tie_word_embeddings", True), position_embedding="learned",
+        bias=True, norm="layernorm", attention="flash", dropout=dropout,
+        norm_eps=r.number("layer_norm_epsilon", _NORM_EPS_DEFAULT["gpt2"]),
+    )
+    if spec.seq_len > positions:
+        raise SpecError("seq_len", f"{spec.seq_len} exceeds the {positions} learned positions (n_positions)",
+                        f"give --seq-len <= {positions}")
+    notes = [] if seq_len else [f"seq_len = n_positions ({positions}) of config.json"]
+    return spec, notes
+
+
+def _gpt_neox(r: _Reader, name: str, seq_len: int | None) -> tuple[ModelSpec, list[str]]:
+    r.choice("hidden_act", _GELU_ACTS, "gelu", "GPT-NeoX's MLP is GeLU")
+    if not r.flag("attention_bias", True):
+        raise SpecError(f"{FIELD} attention_bias", "attention without biases while the MLP keeps them is not "
+                        "something ModelSpec describes", "choose a model with attention_bias true")
+    theta, scaling = _rope(r, ("rope_theta", "rotary_emb_base"), 10000.0)
+    rotary = r.number("rotary_pct", r.number("partial_rotary_factor", 0.25))
+    max_pos = seq_len or r.integer("max_position_embeddings", default=2048)
+    dropout = any(r.number(k, 0.0) > 0 for k in ("attention_dropout", "hidden_dropout"))
+    spec = ModelSpec(
+        name=name, layers=r.integer("num_hidden_layers"), hidden=r.integer("hidden_size"),
+        heads=r.integer("num_attention_heads"),
+        ffn=r.integer("intermediate_size"), vocab=r.integer("vocab_size"), seq_len=max_pos, activation="gelu",
+        tied_embeddings=r.flag("tie_word_embeddings", False), position_embedding="rope", bias=True,
+        norm="layernorm", attention="flash", dropout=dropout, norm_eps=r.number("layer_norm_eps", 1e-5),
+        rope_theta=theta, rope_scaling_factor=scaling, rotary_percent=rotary,
+        parallel_residual=r.flag("use_parallel_residual", True),
+    )
+    notes = [] if seq_len else [f"seq_len = max_position_embeddings ({max_pos}) of config.json"]
+    return spec, notes
+
+
+def _bloom(r: _Reader, name: str, seq_len: int | None) -> tuple[ModelSpec, list[str]]:
+    if r.flag("apply_residual_connection_post_layernorm", False):
+        raise SpecError(f"{FIELD} apply_residual_connection_post_layernorm", "the residual taken after the "
+                        "LayerNorm (BERT order) is not a block ModelSpec describes", "choose a pre-LN model")
+    length = seq_len or r.data.get("seq_length")
+    if length is None:
+        raise SpecError("seq_len", "BLOOM's config.json has no sequence length (ALiBi has no position table)",
+                        "give --seq-len (BLOOM trained at 2048)")
+    dropout = any(r.number(k, 0.0) > 0 for k in ("attention_dropout", "hidden_dropout"))
+    hidden = r.integer("hidden_size", "n_embed")
+    spec = ModelSpec(
+        name=name, layers=r.integer("n_layer", "num_hidden_layers"), hidden=hidden,
+        heads=r.integer("n_head", "num_attention_heads"), ffn=4 * hidden, vocab=r.integer("vocab_size"),
+        seq_len=int(length), activation="gelu", tied_embeddings=r.flag("tie_word_embeddings", True),
+        position_embedding="alibi", bias=True, norm="layernorm", attention="flash", dropout=dropout,
+        norm_eps=r.number("layer_norm_epsilon", 1e-5),
+    )
+    return spec, []
+
+
+def model_from_hf_config(config: Mapping[str, Any], *, name: str,
+                         seq_len: int | None = None) -> tuple[ModelSpec, tuple[str, ...]]:
+    """The :class:`ModelSpec` of a Hugging Face ``config.json`` (as a dict) and notes on defaults taken.
+
+    ``seq_len`` is the training sequence length (default: the file's ``max_position_embeddings``
+    or ``n_positions``, said in a note). Raises :class:`SpecError` naming the key that autopar cannot
+    model: a mixture of experts, an architecture it does not read, sliding-window attention,
+    an unusual head_dim, ... (see the module docstring).
+    """
+    if not isinstance(config, Mapping):
+        raise SpecError(FIELD, f"a JSON {type(config).__name__}, not an object", "give a config.json")
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0):
+        raise SpecError("seq_len", f"{seq_len!r} is not a positive integer", "give the training sequence length")
+    _refuse_moe(config)
+    model_type = config.get("model_type")
+    if model_type not in _KNOWN:
+        raise SpecError(f"{FIELD} model_type", f"{model_type!r} is not an architecture autopar reads",
+                        f"autopar reads model_type {', '.join(HF_ARCHITECTURES)} (dense decoders)")
+    _refuse_unknown(config, str(model_type))
+    r = _Reader(config)
+    if model_type == "gpt2":
+        spec, notes = _gpt2(r, name, seq_len)
+    elif model_type == "gpt_neox":
+        spec, notes = _gpt_neox(r, name, seq_len)
+    elif model_type == "bloom":
+        spec, notes = _bloom(r, name, seq_len)
+    else:
+        spec, notes = _llama_family(r, str(model_type), name, seq_len)
+    if config.get("quantization_config") is not None:
+        notes.append("quantization_config ignored: autopar models training in bf16/fp16/fp8 mixed precision")
+    return spec, tuple(notes)
