@@ -6,8 +6,9 @@
 One node count prints the top-k table, the counts, the best configuration's explanation, the
 Pareto front's size and the hints; ``--json`` prints :meth:`SearchResult.to_dict`. A range
 ``A:B`` searches A, 2A, 4A, ... nodes (and B) and prints the best configuration of each, with
-the time to train and the GPU-hours of a ``--tokens`` budget. No feasible configuration is a
-valid answer (exit 0), said plainly; user errors raise :class:`search.SpecError` (exit 2).
+the time to train and the GPU-hours of a ``--tokens`` budget. No feasible configuration is said
+plainly and exits 3 (at every size of a range); user errors raise :class:`search.SpecError` (exit 2).
+Tables leave out their least important columns to fit the terminal (``--wide`` keeps them all).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from search import ClusterSpec, HardwareProfile, SpecError, apply_profile, staleness
 from search._parallel_spec import FRAMEWORKS, PRECISIONS
+from service._cli_output import EXIT_CODES_HELP, EXIT_INFEASIBLE, EXIT_OK, Column, print_table
 from service._emit_cli import add_emit_arguments, emit
-from service._spec_files import load_cluster, load_model
+from service._spec_files import add_model_arguments, load_cluster, model_argument
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -39,8 +41,9 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Add the ``search`` subcommand to ``autopar``'s subparsers."""
     p = sub.add_parser("search", help="rank the parallel configurations of a model on a cluster",
                        description="Rank the parallel configurations of a model on a cluster (top-k by the "
-                                   "objective), or the best one per cluster size with --nodes A:B.")
-    p.add_argument("--model", required=True, metavar="NAME|FILE.json", help="model preset or ModelSpec JSON file")
+                                   "objective), or the best one per cluster size with --nodes A:B.",
+                       epilog=EXIT_CODES_HELP)
+    add_model_arguments(p)
     p.add_argument("--cluster", required=True, metavar="NAME|FILE.json", help="cluster preset or JSON file")
     p.add_argument("--nodes", metavar="N|A:B",
                    help="node count, or a range A:B searched at A, 2A, 4A, ... and B (default: 1, or the file's)")
@@ -69,6 +72,7 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--allow-untested", action="store_true",
                    help="also rank combinations the runtime accepts but has never been shown to run")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--wide", action="store_true", help="every table column, however wide the terminal")
     add_emit_arguments(p)
     p.set_defaults(handler=run_search)
 
@@ -178,7 +182,7 @@ def run_search(args: argparse.Namespace) -> int:
     node_counts = parse_nodes(args.nodes)
     if args.emit and node_counts is not None and len(node_counts) > 1:
         raise SpecError("--emit", "a node range has no single configuration to launch", "give one --nodes N")
-    model = load_model(args.model)
+    model = model_argument(args)
     profile = _ProfileNotes(args.profile, args.profile_max_age_days)
     import optuna
 
@@ -206,15 +210,17 @@ def run_search(args: argparse.Namespace) -> int:
             print(json.dumps(result.to_dict(), indent=2))
         else:
             _print_result(result, args)
+        if result.best is None:
+            return EXIT_INFEASIBLE
         if args.emit:
             emit(result, args, clusters[-1], model)
-        return 0
+        return EXIT_OK
     results = [one(n, None if args.study_name is None else f"{args.study_name}-{n}n") for n in node_counts]
     if args.json:
         print(json.dumps([_what_if_row(r, args.tokens) for r in results], indent=2))
     else:
         _print_what_if(results, args)
-    return 0
+    return EXIT_OK if any(r.best is not None for r in results) else EXIT_INFEASIBLE
 
 
 def _time_to_train(best: RankedConfig, world_size: int, tokens: float | None) -> tuple[float | None, float | None]:
@@ -233,20 +239,19 @@ def _what_if_row(result: SearchResult, tokens: float | None) -> dict[str, Any]:
             "n_valid": result.n_valid, "n_feasible": result.n_feasible, "elapsed_s": result.elapsed_s}
 
 
-def _print_table(title: str, columns: list[str], left: set[str], rows: list[list[str]]) -> None:
-    """A table on stdout at its natural width (wrapped by the terminal rather than truncated)."""
-    from rich.console import Console
-    from rich.table import Table
+# Ranked-table columns when the terminal is narrow: the layout and the answer always show; the rest
+# leave lowest priority first (a layout column that reads the same on every row before any other).
+_KEEP = frozenset({"rank", "framework", "dp", "tp", "pp", "mb", "zero", "tokens/s", "peak GiB", "$/M tokens"})
+_PRIORITY = {"bottleneck": 0, "iteration s": 1, "MFU": 2, "recompute": 3, "sp": 4, "vp": 5, "cp": 6,
+             "offload (opt/param)": 7}
+_LEFT = frozenset({"framework", "offload (opt/param)", "recompute", "bottleneck"})
 
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, justify="left" if column in left else "right", no_wrap=True)
-    for row in rows:
-        table.add_row(*row)
-    console, need = Console(file=sys.stdout), Console(width=1_000).measure(table).maximum
-    if not sys.stdout.isatty() or console.width < need:
-        console = Console(file=sys.stdout, width=need)
-    console.print(table)
+
+def _ranked_columns(columns: list[str], rows: list[list[str]]) -> list[Column]:
+    uniform = {c for i, c in enumerate(columns) if c in ("vp", "cp", "sp", "offload (opt/param)")
+               and len({row[i] for row in rows}) <= 1}
+    return [Column(c, left=c in _LEFT, keep=c in _KEEP, priority=-1 if c in uniform else _PRIORITY.get(c, 9))
+            for c in columns]
 
 
 def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
@@ -283,8 +288,8 @@ def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
         for hint in result.hints or ("no hint: try more nodes, a smaller global batch or another framework",):
             print(f"hint: {hint}")
         return
-    _print_table(f"top {len(result.top)} by {result.objective}", columns,
-                 {"framework", "offload (opt/param)", "recompute", "bottleneck"}, rows)
+    print_table(f"top {len(result.top)} by {result.objective}", _ranked_columns(columns, rows), rows,
+                wide=args.wide)
     print(counts)
     print(f"best: {describe(best.framework, best.config)}: {best.explanation}")
     if best.note:
@@ -334,6 +339,9 @@ def _print_what_if(results: list[SearchResult], args: argparse.Namespace) -> Non
         cells += [f"{result.n_feasible:,}/{result.n_evaluated:,}", f"{result.elapsed_s:.2f}"]
         rows.append(cells)
     title = "best configuration per cluster size" + (f" ({_tokens(args.tokens)} training tokens)" if budget else "")
-    _print_table(title, columns, {"best configuration"}, rows)
+    keep = {"nodes", "GPUs", "best configuration", "tokens/s", "days", "cost $"}
+    order = {"seconds": 0, "feasible/evaluated": 1, "MFU": 2, "GPU-hours": 3}
+    print_table(title, [Column(c, left=c == "best configuration", keep=c in keep, priority=order.get(c, 9))
+                        for c in columns], rows, wide=args.wide)
     if any(result.best is None for result in results):
         print("NO FEASIBLE CONFIGURATION at some sizes: run `autopar search --nodes N` at one of them for the hints")

@@ -1,6 +1,9 @@
 """Turn a ``--model`` / ``--cluster`` argument (a preset name or a JSON file) into a spec.
 
-A model file is a JSON object with :class:`search.ModelSpec`'s fields. A cluster file is
+A model file is a JSON object with :class:`search.ModelSpec`'s fields (and optionally ``params``,
+which must then equal the count of that shape: ``autopar presets --json`` prints it), or, as
+``hf:PATH``, a Hugging Face ``config.json`` (or the directory holding one) read by
+:func:`search.model_from_hf_config`. ``--seq-len`` replaces the sequence length of either. A cluster file is
 ``{"gpu": {GPUSpec fields}, "node": {NodeSpec fields}, "num_nodes": N}`` (``num_nodes`` and
 ``name`` optional), the same shape ``autopar presets --json`` prints for each cluster preset.
 A missing ``name`` defaults to the file's stem. Every problem raises :class:`search.SpecError`
@@ -9,14 +12,18 @@ naming the option and the file.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from search import ClusterSpec, GPUSpec, ModelSpec, NodeSpec, SpecError, cluster_preset
+from search import ClusterSpec, GPUSpec, ModelSpec, NodeSpec, SpecError, cluster_preset, model_from_hf_config
 from search._model_presets import model_preset
+
+HF_PREFIX = "hf:"
 
 T = TypeVar("T")
 
@@ -24,6 +31,16 @@ T = TypeVar("T")
 def is_spec_file(arg: str) -> bool:
     """True when ``arg`` names a file rather than a preset: ends in ``.json``, has a path separator, or exists."""
     return arg.endswith(".json") or "/" in arg or "\\" in arg or Path(arg).is_file()
+
+
+def init_fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
+    """The constructor's fields of dataclass ``cls`` (``asdict`` would add derived ``init=False`` ones)."""
+    return {f.name: f for f in dataclasses.fields(cls) if f.init}
+
+
+def spec_dict(spec: object) -> dict[str, Any]:
+    """A spec's constructor arguments: what a ``--model`` / ``--cluster`` file holds."""
+    return {name: getattr(spec, name) for name in init_fields(type(spec))}
 
 
 def read_json_object(option: str, arg: str) -> dict[str, Any]:
@@ -52,7 +69,7 @@ def build_spec(cls: type[T], where: str, data: object, default_name: str) -> T:
     if not isinstance(data, dict):
         raise SpecError(where, f"a JSON {type(data).__name__} where an object was expected",
                         f"give {cls.__name__}'s fields as an object")
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = init_fields(cls)
     data = {"name": default_name, **data} if "name" in fields else dict(data)
     unknown = sorted(set(data) - set(fields))
     if unknown:
@@ -65,12 +82,34 @@ def build_spec(cls: type[T], where: str, data: object, default_name: str) -> T:
     return cls(**data)
 
 
-def load_model(arg: str) -> ModelSpec:
-    """The model preset ``arg``, or the :class:`ModelSpec` in JSON file ``arg``."""
+def _hf_model(arg: str, seq_len: int | None, notes: list[str]) -> ModelSpec:
+    path = Path(arg.removeprefix(HF_PREFIX))
+    if path.is_dir():
+        path = path / "config.json"
+    data = read_json_object("--model", str(path))
+    spec, said = model_from_hf_config(data, name=path.parent.name or path.stem, seq_len=seq_len)
+    notes.extend(said)
+    return spec
+
+
+def load_model(arg: str, seq_len: int | None = None, notes: list[str] | None = None) -> ModelSpec:
+    """The model preset ``arg``, the :class:`ModelSpec` in JSON file ``arg``, or the Hugging Face
+    ``config.json`` of ``hf:PATH``; ``seq_len`` replaces its sequence length. What was assumed
+    (a sequence length taken from the file, ...) is appended to ``notes``."""
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0):
+        raise SpecError("--seq-len", f"{seq_len!r} is not a positive integer", "give the training sequence length")
+    if arg.startswith(HF_PREFIX):
+        return _hf_model(arg, seq_len, [] if notes is None else notes)
     if not is_spec_file(arg):
-        return model_preset(arg)
-    data = read_json_object("--model", arg)
-    return build_spec(ModelSpec, f"--model {arg}", data, Path(arg).stem)
+        spec = model_preset(arg)
+    else:
+        data = read_json_object("--model", arg)
+        params = data.pop("params", None)
+        spec = build_spec(ModelSpec, f"--model {arg}", data, Path(arg).stem)
+        if params is not None and params != spec.params:
+            raise SpecError(f"--model {arg} params", f"{params!r} is not the {spec.params:,} parameters of the shape "
+                            "in the file", "drop params (it is derived from the shape) or fix the shape")
+    return spec if seq_len is None else dataclasses.replace(spec, seq_len=seq_len)
 
 
 def load_cluster(arg: str, num_nodes: int | None) -> ClusterSpec:
@@ -104,3 +143,22 @@ def parse_choices(text: str, choices: Sequence[str], option: str, noun: str) -> 
         raise SpecError(option, f"{', '.join(unknown) or 'nothing'} is not {noun}",
                         f"choose from: {', '.join(choices)}")
     return chosen
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--seq-len`` (predict and search)."""
+    p.add_argument("--model", required=True, metavar="NAME|FILE.json|hf:PATH",
+                   help="model preset, ModelSpec JSON file, or hf:PATH to a Hugging Face config.json (or its "
+                        "directory) of a dense llama, mistral, qwen2, qwen3, gpt2, gpt_neox or bloom model")
+    p.add_argument("--seq-len", type=int, metavar="N",
+                   help="training sequence length (default: the preset's or file's; a config.json's "
+                        "max_position_embeddings)")
+
+
+def model_argument(args: argparse.Namespace) -> ModelSpec:
+    """The model of ``--model`` / ``--seq-len``; what was assumed goes to stderr as notes."""
+    notes: list[str] = []
+    spec = load_model(args.model, args.seq_len, notes)
+    for note in notes:
+        print(f"autopar: note: {note}", file=sys.stderr)
+    return spec

@@ -5,7 +5,8 @@
     autopar presets [--json]
 
 Errors that are the user's (an invalid spec, an unknown preset, an unreadable spec file) print
-``autopar: error: <message>`` on stderr and return 2, without a traceback.
+``autopar: error: <message>`` on stderr and return 2, without a traceback; a question with no
+feasible answer returns 3 (see :mod:`service._cli_output` for every exit code).
 """
 
 from __future__ import annotations
@@ -34,23 +35,47 @@ from search import (
 from search._model_presets import MODEL_PRESETS
 from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
 from service._admin_cli import add_admin_parsers
+from service._cli_output import (
+    EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
+    EXIT_CODES_HELP,
+    EXIT_INFEASIBLE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Column,
+    print_table,
+    silence_stdout,
+)
 from service._profile_cli import add_profile_parser
 from service._runs_cli import add_runs_parser
 from service._search_cli import add_search_parser
 from service._serve_cli import add_serve_parsers
-from service._spec_files import load_cluster, load_model
+from service._spec_files import add_model_arguments, load_cluster, model_argument, spec_dict
 
 PROG = "autopar"
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("autopar")
+    except PackageNotFoundError:  # a source tree that was not installed
+        return "0+unknown"
+
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``autopar`` argument parser with its subcommands."""
-    parser = argparse.ArgumentParser(prog=PROG, description="Predict and search parallel training configurations.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Predict and search parallel training configurations.",
+                                     epilog=EXIT_CODES_HELP)
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("predict", help="predict one configuration's step time and memory",
-                       description="Predict one configuration's iteration time, throughput and peak memory.")
-    p.add_argument("--model", required=True, metavar="NAME|FILE.json", help="model preset or ModelSpec JSON file")
+                       description="Predict one configuration's iteration time, throughput and peak memory.",
+                       epilog=EXIT_CODES_HELP)
+    add_model_arguments(p)
     p.add_argument("--cluster", required=True, metavar="NAME|FILE.json",
                    help='cluster preset or JSON file {"gpu": {...}, "node": {...}, "num_nodes": N}')
     p.add_argument("--nodes", type=int, metavar="N", help="number of nodes (default: 1, or the file's num_nodes)")
@@ -79,8 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_predict)
 
     s = sub.add_parser("presets", help="list the model and cluster presets",
-                       description="List the model and cluster presets.")
-    s.add_argument("--json", action="store_true", help="print the presets' full specs as JSON")
+                       description="List the model and cluster presets.", epilog=EXIT_CODES_HELP)
+    s.add_argument("--json", action="store_true", help="print the presets' full specs as JSON (each model entry "
+                   "is a valid --model file, each cluster entry a valid --cluster file)")
+    s.add_argument("--wide", action="store_true", help="every column, however wide the terminal")
     s.set_defaults(handler=_presets)
     add_search_parser(sub)
     add_profile_parser(sub)
@@ -121,7 +148,7 @@ def describe(model: ModelSpec, cluster: ClusterSpec, c: ParallelConfig, t: Train
 
 
 def _predict(args: argparse.Namespace) -> int:
-    model = load_model(args.model)
+    model = model_argument(args)
     cluster = load_cluster(args.cluster, args.nodes)
     notes: tuple[str, ...] = ()
     if args.profile:
@@ -139,60 +166,66 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         print(describe(model, cluster, config, training))
         print(prediction.explain())
-    return 0
+    return EXIT_OK if prediction.feasible else EXIT_INFEASIBLE
 
 
 def presets_dict() -> dict[str, Any]:
-    """Every preset's full spec; each cluster entry is a valid ``--cluster`` file (one node)."""
+    """Every preset's full spec; each model entry is a valid ``--model`` file and each cluster entry a
+    valid ``--cluster`` file (one node)."""
     clusters = {}
     for name in CLUSTER_PRESETS:
         spec = cluster_preset(name)
-        clusters[name] = {"gpu": dataclasses.asdict(spec.gpu), "node": dataclasses.asdict(spec.node), "num_nodes": 1}
-    models = {name: {**dataclasses.asdict(spec), "params": spec.params} for name, spec in MODEL_PRESETS.items()}
+        clusters[name] = {"gpu": spec_dict(spec.gpu), "node": spec_dict(spec.node), "num_nodes": 1}
+    models = {name: {**spec_dict(spec), "params": spec.params} for name, spec in MODEL_PRESETS.items()}
     return {"models": models, "clusters": clusters}
 
 
 def _presets(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(presets_dict(), indent=2))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    models = Table(title="model presets (--model)")
-    for column in ("name", "params", "layers", "hidden", "heads", "kv heads", "ffn", "vocab", "seq len"):
-        models.add_column(column, justify="left" if column == "name" else "right", no_wrap=True)
-    for name, m in MODEL_PRESETS.items():
-        models.add_row(name, f"{m.params / 1e9:.1f}B", str(m.layers), str(m.hidden), str(m.heads), str(m.kv_heads),
-                       str(m.ffn), str(m.vocab), str(m.seq_len))
-    clusters = Table(title="cluster presets (--cluster, with --nodes N)")
-    for column in ("name", "gpu", "gpus/node", "GPU memory", "bf16/fp16 TFLOP/s", "NVLink GB/s", "network GB/s/node"):
-        clusters.add_column(column, justify="left" if column in ("name", "gpu") else "right", no_wrap=True)
+        return EXIT_OK
+    model_columns = [Column("name", left=True, keep=True), Column("params", keep=True), Column("layers", keep=True),
+                     Column("hidden", keep=True), Column("heads", priority=3), Column("kv heads", priority=2),
+                     Column("ffn", priority=1), Column("vocab", priority=0), Column("seq len", priority=4)]
+    model_rows = [[name, f"{m.params / 1e9:.1f}B", str(m.layers), str(m.hidden), str(m.heads), str(m.kv_heads),
+                   str(m.ffn), str(m.vocab), str(m.seq_len)] for name, m in MODEL_PRESETS.items()]
+    print_table("model presets (--model)", model_columns, model_rows, wide=args.wide)
+    cluster_columns = [Column("name", left=True, keep=True), Column("gpu", left=True, keep=True),
+                       Column("gpus/node", priority=2), Column("GPU memory", keep=True),
+                       Column("bf16/fp16 TFLOP/s", priority=3), Column("NVLink GB/s", priority=1),
+                       Column("network GB/s/node", priority=0)]
+    cluster_rows = []
     for name in CLUSTER_PRESETS:
         spec = cluster_preset(name)
         g, n = spec.gpu, spec.node
-        clusters.add_row(name, g.name, str(n.gpus_per_node), f"{g.memory_bytes / 2**30:.0f} GiB",
-                         f"{(g.bf16_flop_per_s or g.fp16_flop_per_s) / 1e12:.0f}",
-                         f"{n.intra_node_bytes_per_s / 1e9:.0f}", f"{n.inter_node_bytes_per_s / 1e9:.1f}")
-    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
-    console.print(models)
-    console.print(clusters)
-    return 0
+        cluster_rows.append([name, g.name, str(n.gpus_per_node), f"{g.memory_bytes / 2**30:.0f} GiB",
+                             f"{(g.bf16_flop_per_s or g.fp16_flop_per_s) / 1e12:.0f}",
+                             f"{n.intra_node_bytes_per_s / 1e9:.0f}", f"{n.inter_node_bytes_per_s / 1e9:.1f}"])
+    print_table("cluster presets (--cluster, with --nodes N)", cluster_columns, cluster_rows, wide=args.wide)
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``autopar`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, or a usage error argparse has already printed
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-    try:
-        code: int = args.handler(args)
-    except AutoparError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    return code
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help, --version, or a usage error argparse has already printed
+            return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_BAD_INPUT)
+        try:
+            code: int = args.handler(args)
+        except AutoparError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:  # `autopar presets --json | head -1`: the reader has what it wanted
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
