@@ -9,7 +9,9 @@ the runs with measured memory, subject to every run that ran still fitting. Runs
 configuration leaves fields open are predicted as tuned (``benchmarks/_tuned.py``), as
 ``benchmarks/fidelity.py`` scores them. ``--data`` (repeatable) defaults to
 ``benchmarks/data/runs.json``; records the model cannot express are left out and counted.
-``--write`` stores the constants in ``search/calibration.json`` with the data they were fitted on.
+``--write`` stores the constants in ``search/calibration.json`` with the data they were fitted on,
+and the model's error bands measured with them (per runtime and GPU family; ``--bands-only``
+recomputes just those).
 :func:`fit` is what ``fidelity.py --loso`` calls.
 """
 
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -33,7 +36,8 @@ if str(ROOT) not in sys.path:
 
 from benchmarks._tuned import completions, predict_tuned  # noqa: E402
 from search import Calibration, ParallelConfig  # noqa: E402
-from search._calibration import CALIBRATION_PATH  # noqa: E402
+from search._calibration import CALIBRATION_PATH, default_calibration  # noqa: E402
+from search._error_band import MIN_RUNS, gpu_family  # noqa: E402
 from search._runs_file import CalibrationRun, load_runs, read_runs  # noqa: E402, F401 (load_runs: for callers)
 
 DATA = ROOT / "benchmarks" / "data"
@@ -52,6 +56,7 @@ TIME_BOUNDS: dict[str, tuple[float, float]] = {
     "zero3_overlap": (0.0, 1.0),
     "dp_overlap": (0.0, 1.0),
     "microbatch_overhead_s": (0.0, 0.05),
+    "pipeline_engine_microbatch_s": (0.0, 0.1),
     "fp8_gemm_speedup": (1.0, 2.0),
 }
 MEMORY_BOUNDS: dict[str, tuple[float, float]] = {
@@ -148,6 +153,31 @@ def fit(runs: list[CalibrationRun], maxiter: int = 40, seed: int = 0,
     return FitResult(cal, float(res.fun), float(mres.fun), time.perf_counter() - start)
 
 
+def error_bands(runs: list[CalibrationRun], cal: Calibration, configs: Completions | None = None) -> dict[str, Any]:
+    """The model's measured iteration-time error, as fractions: per runtime and GPU family, per
+    runtime, and the worst per-source figure (what :func:`search._error_band.error_band` reads;
+    an unmeasured runtime/GPU falls back to the runtime's, then to the worst source's)."""
+    by_pair: dict[str, list[float]] = defaultdict(list)
+    by_runtime: dict[str, list[float]] = defaultdict(list)
+    by_source: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        if run.iteration_time_s is None or run.ran is False:
+            continue
+        t = predict_tuned(run, cal, (configs or {}).get(run)).prediction.iteration_time_s
+        ape = abs(t - run.iteration_time_s) / run.iteration_time_s
+        framework = run.training.framework
+        by_pair[f"{framework}/{gpu_family(run.cluster.gpu.name)}"].append(ape)
+        by_runtime[framework].append(ape)
+        by_source[short_source(run.source)].append(ape)
+
+    def summary(groups: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+        return {k: {"mape": round(statistics.fmean(v), 4), "n": len(v)} for k, v in sorted(groups.items())}
+
+    return {"by_runtime_gpu": summary(by_pair), "by_runtime": summary(by_runtime),
+            "worst_source": round(max(statistics.fmean(v) for v in by_source.values()), 4),
+            "min_runs": MIN_RUNS}
+
+
 def read_all(paths: list[Path]) -> tuple[list[CalibrationRun], int]:
     """The runs of every file, and how many records were refused (fidelity.py says why)."""
     runs: list[CalibrationRun] = []
@@ -167,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help=f"write {CALIBRATION_PATH.name}")
     parser.add_argument("--maxiter", type=int, default=40, help="generations of each differential evolution")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bands-only", action="store_true",
+                        help="keep the constants; recompute and write only the error bands")
     args = parser.parse_args(argv)
     paths = args.data or list(FIT_DATA)
     try:
@@ -176,6 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"{len(runs)} runs from {', '.join(p.name for p in paths)}; {refused} record{'s' * (refused != 1)} the "
           "model cannot express left out (benchmarks/fidelity.py lists them)", file=sys.stderr)
+    if args.bands_only:
+        payload = json.loads(CALIBRATION_PATH.read_text())
+        payload["error_bands"] = error_bands(runs, default_calibration())
+        CALIBRATION_PATH.write_text(json.dumps(payload, indent=2) + "\n")
+        print(json.dumps(payload["error_bands"], indent=2))
+        print(f"wrote the error bands of {CALIBRATION_PATH}")
+        return 0
     result = fit(runs, args.maxiter, args.seed, progress=lambda line: print(line, file=sys.stderr))
     constants = {k: (round(v, 6) if not math.isclose(v, 0) else 0.0) for k, v in asdict(result.calibration).items()}
     for k, v in constants.items():
@@ -193,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             "fitted": sorted([*TIME_BOUNDS, *MEMORY_BOUNDS]),
             "fixed": sorted(k for k in constants if k not in TIME_BOUNDS and k not in MEMORY_BOUNDS),
             "constants": constants,
+            "error_bands": error_bands(runs, result.calibration),
         }
         CALIBRATION_PATH.write_text(json.dumps(payload, indent=2) + "\n")
         print(f"wrote {CALIBRATION_PATH}")

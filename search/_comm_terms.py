@@ -198,7 +198,13 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     if stage == 0:
         step_s = all_reduce_time_s(grad_bytes, group, link)
     elif stage == 1:
-        step_s = reduce_scatter_time_s(grad_bytes, group, link)
+        if deepspeed and training.precision == "bf16":
+            # bf16 + ZeRO-1 runs DeepSpeed's BF16_Optimizer (engine.py _do_optimizer_sanity_check), which
+            # all-reduces the whole gradient (buffered_allreduce_fallback; pipe/engine.py _bf16_reduce_grads)
+            # before each rank updates its partition and all-gathers the parameters.
+            step_s = all_reduce_time_s(grad_bytes, group, link)
+        else:
+            step_s = reduce_scatter_time_s(grad_bytes, group, link)
         gather = all_gather_time_s(param_bytes, group, link)
     elif torch_pipeline:  # FSDP2 under torch pipelining: once per step (stage 2 and 3 alike)
         step_s = reduce_scatter_time_s(grad_bytes, group, z3_link)

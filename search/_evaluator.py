@@ -201,24 +201,32 @@ def sweep_band(candidates: Sequence[Candidate], cluster: ClusterSpec) -> float:
     return max((error_band(fw, cluster.gpu.name) for fw in {c.framework for c in candidates}), default=0.0)
 
 
-def complexity(framework: str, c: ParallelConfig) -> tuple[int, int]:
-    """How far a configuration is from the simplest that runs: (untested on its runtime, parallel
-    dimensions in use beyond data parallelism + departures from the runtime's defaults: ZeRO-2/3,
-    each offload, recomputation, TP-communication overlap). Lower is simpler; among
-    configurations the model cannot tell apart, the simpler is ranked first."""
+def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int, int]:
+    """How far a configuration is from the simplest, best-proven one that runs (issue 11's order:
+    supported over merely accepted, fewer parallel dimensions, the runtime's defaults).
+
+    (untested on its runtime; offloads to CPU or NVMe: their predictions rest on host-side
+    figures a measured profile should replace and on few published runs; parallel dimensions in
+    use beyond data parallelism: tp, pp, vp, cp; other departures from the runtime's defaults:
+    ZeRO-2/3, recomputation, TP overlap). Lower is simpler; among configurations the model
+    cannot tell apart, the simpler ranks first."""
     untested = int(support_status(framework, c) == "untested")
+    offloads = (c.offload_optimizer != "none") + (c.offload_param != "none")
     dims = sum((c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1))
-    departures = sum((c.zero_stage >= 2, c.offload_optimizer != "none", c.offload_param != "none",
-                      c.recompute != "none", c.tp_comm_overlap))
-    return untested, dims + departures
+    departures = sum((c.zero_stage >= 2, c.recompute != "none", c.tp_comm_overlap))
+    return untested, offloads, dims, departures
 
 
 def _simpler_because(a: tuple[str, ParallelConfig], b: tuple[str, ParallelConfig]) -> str:
     ca, cb = complexity(*a), complexity(*b)
     if ca[0] < cb[0]:
         return "supported by its runtime, the faster one only accepted"
-    return (f"{ca[1]} parallel dimension(s) and departure(s) from the runtime's defaults instead of {cb[1]} "
-            "(tp, pp, vp, cp; ZeRO-2/3, offloads, recomputation, TP overlap)")
+    if ca[1] < cb[1]:
+        return f"{ca[1]} offload(s) to CPU/NVMe instead of {cb[1]} (less proven: host-side figures)"
+    if ca[2] < cb[2]:
+        return f"{ca[2]} parallel dimension(s) beyond data parallelism (tp, pp, vp, cp) instead of {cb[2]}"
+    return (f"{ca[3]} departure(s) from the runtime's defaults (ZeRO-2/3, recomputation, TP overlap) "
+            f"instead of {cb[3]}")
 
 
 def _once(ordered: list[tuple[Candidate, Prediction, float]]
@@ -238,6 +246,10 @@ def _once(ordered: list[tuple[Candidate, Prediction, float]]
         first[key] = len(kept)
         kept.append(item)
     return kept, also
+
+
+def _score_text(score: float, objective: str) -> str:
+    return f"${score:.4g} per million tokens" if objective == "cost" else f"{score:,.0f} tokens/s"
 
 
 def fastest_at(ordered: Sequence[tuple[Candidate, Prediction, float]], sign: float, top_k: int) -> int:
@@ -277,7 +289,8 @@ def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig,
             if lead != best_c:
                 why = _simpler_because((lead.framework, lead.config), (best_c.framework, best_c.config))
                 lead_note = (f"within the model's error (+-{band:.0%}) of the fastest, "
-                             f"{describe(best_c.framework, best_c.config)} ({best_s:,.4g}); ranked first as the "
+                             f"{describe(best_c.framework, best_c.config)} ({_score_text(best_s, objective)}); "
+                             "ranked first as the "
                              f"simpler: {why}")
             else:
                 lead_note = (f"fastest of the simplest among {len(equivalent)} configurations within +-{band:.0%} "

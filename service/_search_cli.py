@@ -293,7 +293,7 @@ def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
     print(counts)
     print(f"best: {describe(best.framework, best.config)}: {best.explanation}")
     if best.note:
-        print(f"note: {best.note} (~: within the model's error of the best, +-{best.prediction.error_band:.0%})")
+        print(f"note: {best.note} (~ marks the configurations within the model's error of the best)")
     print(f"Pareto front (tokens/s vs memory headroom): {len(result.pareto)} configuration"
           f"{'' if len(result.pareto) == 1 else 's'}")
     days, gpu_hours = _time_to_train(best, result.world_size, args.tokens)

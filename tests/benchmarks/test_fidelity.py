@@ -1,7 +1,7 @@
 """The fidelity bar of the cost model on the project's calibration set (issue 2).
 
 These tests run ``benchmarks/fidelity.py`` on ``benchmarks/data`` and hold the model to the
-targets: iteration-time MAPE <= 10 % overall and <= 15 % per source, peak-memory MAPE <= 15 %,
+targets: iteration-time MAPE <= 7 % overall and <= 12 % per source (issue 11), peak-memory MAPE <= 15 %,
 every OOM verdict and every published feasibility claim right, and (not met yet) >= 90 % of the
 pairs of runs it ranks in the measured order. They also check the report: several data files,
 a record the model cannot express refused per row with its reasons, runs completed as tuned,
@@ -49,9 +49,9 @@ def test_every_run_is_predicted(summary: dict) -> None:
     assert summary["n_runs"] == len(json.loads(RUNS.read_text()))
 
 
-def test_iteration_time_mape_overall_at_most_10_percent(summary: dict) -> None:
+def test_iteration_time_mape_overall_at_most_7_percent(summary: dict) -> None:
     assert summary["n_time"] >= 250
-    assert summary["time_mape"] <= 10.0, f"time MAPE {summary['time_mape']:.2f} %"
+    assert summary["time_mape"] <= 7.0, f"time MAPE {summary['time_mape']:.2f} %"
 
 
 SOURCES = sorted(fidelity.summarize(fidelity.evaluate(fidelity.load_runs(RUNS)))["per_source"])
@@ -66,9 +66,9 @@ recompute are completed as tuned (4.8 %)."""
     [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN_OVER[s])) if s in KNOWN_OVER else s
      for s in SOURCES],
 )
-def test_iteration_time_mape_per_source_at_most_15_percent(summary: dict, source: str) -> None:
+def test_iteration_time_mape_per_source_at_most_12_percent(summary: dict, source: str) -> None:
     stats = summary["per_source"][source]
-    assert stats["time_mape"] <= 15.0, f"{source}: time MAPE {stats['time_mape']:.2f} % over {stats['n_time']} runs"
+    assert stats["time_mape"] <= 12.0, f"{source}: time MAPE {stats['time_mape']:.2f} % over {stats['n_time']} runs"
 
 
 def test_peak_memory_mape_at_most_15_percent(summary: dict) -> None:
@@ -127,9 +127,11 @@ def test_a_malformed_file_is_a_clear_error(tmp_path: Path, capsys: pytest.Captur
 # --- Ranking: pairwise concordance -------------------------------------------------------------
 
 CONCORDANCE_MEASURED = (
-    "pairwise concordance at >10 % apart is 67.6 % (98/145 pairs; 61.7 % at >5 %, 74.0 % at >20 %) "
-    "on runs.json, measured 2026-11-30: 140 of the pairs are BigScience BLOOM runs of one shape and "
-    "GPU count, whose measured order the model gets right in 93"
+    "pairwise concordance at >10 % apart is 77.2 % (112/145 pairs; 75.1 % at >5 %, 78.0 % at >20 %) "
+    "on runs.json, measured 2026-11-30 after the pipeline-engine, CP and DP-traffic terms (67.6 % before): "
+    "all 33 discordant pairs are BLOOM prequel runs (32 of 181B on 384 A100): 21 involve the two dp=24 "
+    "pp=2 rows (predicted 23-26 % fast: Jean Zay's Omni-Path hypercube across 48 nodes is not modelled) "
+    "and 7 the gb=1568 row, 22 % slower than the same layout at gb=2048; 5 remain without either"
 )
 
 

@@ -39,12 +39,13 @@ def small_model(**overrides: Any) -> ModelSpec:
     return ModelSpec(**fields)
 
 
-def _simplicity(c: ParallelConfig) -> int:
-    """Parallel dimensions beyond dp plus departures from the defaults (written out for the test)."""
+def _simplicity(c: ParallelConfig) -> tuple[int, int, int]:
+    """Offloads, then parallel dimensions beyond dp, then other departures from the defaults
+    (written out for the test; nothing untested is enumerated by default)."""
+    offloads = (c.offload_optimizer != "none") + (c.offload_param != "none")
     dims = (c.tp > 1) + (c.pp > 1) + (c.vp > 1) + (c.cp > 1)
-    departures = ((c.zero_stage >= 2) + (c.offload_optimizer != "none") + (c.offload_param != "none")
-                  + (c.recompute != "none") + c.tp_comm_overlap)
-    return dims + departures
+    departures = (c.zero_stage >= 2) + (c.recompute != "none") + c.tp_comm_overlap
+    return offloads, dims, departures
 
 
 def brute_force_tokens_per_s(model: ModelSpec, cluster: Any, global_batch: int, framework: str,
