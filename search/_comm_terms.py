@@ -35,6 +35,10 @@ def tp_forward_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec
         return 0.0
     link = group_link(cluster, config.tp, 1, cal)
     size_bytes = tokens * model.hidden * BYTES_16BIT
+    if model.parallel_residual and not config.sp:
+        # Parallel residual (GPT-J/GPT-NeoX): attention and MLP outputs are summed before one
+        # all-reduce (gpt-neox megatron/model/transformer.py, gpt_j_residual "reduce once").
+        return all_reduce_time_s(size_bytes, config.tp, link)
     if config.sp:
         rs_s = reduce_scatter_time_s(size_bytes, config.tp, link)
         return 2.0 * (rs_s + all_gather_time_s(size_bytes, config.tp, link))

@@ -75,8 +75,9 @@ class ModelSpec:
     ``--rotary-percent``). No effect on the cost."""
     parallel_residual: bool = False
     """Attention and MLP read the same input and add to one residual (GPT-J/GPT-NeoX
-    ``use_parallel_residual``): the same FLOPs and parameters as the sequential block, so no
-    effect on the cost; the launch targets refuse it (Megatron has no such block)."""
+    ``use_parallel_residual``): the same FLOPs and parameters as the sequential block, and one
+    tensor-parallel all-reduce per pass instead of two (the outputs are summed first, as
+    GPT-NeoX does); the launch targets refuse it (Megatron has no such block)."""
     # Derived once in __post_init__ (the cost model reads them on every prediction).
     _kv_dim: int = field(init=False, repr=False, compare=False, default=0)
     _params_per_layer: int = field(init=False, repr=False, compare=False, default=0)

@@ -355,3 +355,13 @@ def test_deepspeed_pipeline_engine_pays_per_micro_batch_and_exposes_the_reductio
     mg = predict(model, cluster, config, TrainingSpec(global_batch=64, framework="megatron"))
     assert ds.time_breakdown_s["dp_comm"] > mg.time_breakdown_s["dp_comm"]
     assert ds.time_breakdown_s["host_overhead"] >= mg.time_breakdown_s["host_overhead"]
+
+
+def test_parallel_residual_halves_tensor_parallel_traffic() -> None:
+    """GPT-NeoX's parallel residual sums attention and MLP outputs before one all-reduce."""
+    base = model_preset("gpt-7.5b")
+    neox = dataclasses.replace(base, parallel_residual=True)
+    cluster, config, training = cluster_preset(A100, 1), ParallelConfig(dp=2, tp=4), TrainingSpec(global_batch=64)
+    seq = predict(base, cluster, config, training).time_breakdown_s["tp_comm"]
+    par = predict(neox, cluster, config, training).time_breakdown_s["tp_comm"]
+    assert par == pytest.approx(seq / 2, rel=1e-9)
