@@ -1,4 +1,15 @@
-"""The hardware: GPU, node and cluster specs (SI units: bytes, seconds, FLOP/s)."""
+"""The hardware: GPU, node and cluster specs (SI units: bytes, seconds, FLOP/s).
+
+Every figure has a physical range (:data:`BOUNDS`): a positive but tiny figure (5e-324 FLOP/s)
+would make the cost model divide by almost nothing and answer infinity, so it is refused where
+the spec is built, naming the field and the range. The ranges hold every preset with orders of
+magnitude to spare on both sides and any plausible future part: FLOP/s from 1 GFLOP/s (a
+laptop GPU's fp32 is ~1e12) to 1 EFLOP/s (an H100's dense fp8 is ~2e15); bytes/s from 1 MB/s
+(a slow disk) to 100 TB/s (H200 HBM is 4.8e12, DGX H100 NVLink 4.8e11); memory from 1 GiB to
+64 TiB (the largest GPU today has 192 GB, the largest servers 32 TiB of DRAM); NVMe capacity up
+to 1 PiB; CPU Adam from 1e6 to 1e14 parameter updates per second (DeepSpeed CPUAdam ~3e9); an
+achievable fraction of peak from 1 % to 100 %.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +23,32 @@ if TYPE_CHECKING:
     from search._profile import HardwareProfile
 
 Dtype = Literal["fp8", "fp16", "bf16", "tf32", "fp32"]
+
+GiB = 2**30
+FLOP_PER_S = (1e9, 1e18)
+BYTES_PER_S = (1e6, 1e14)
+MEMORY_BYTES = (1 * GiB, 64 * 2**40)
+NVME_BYTES = (1 * GiB, 2**50)
+PARAMS_PER_S = (1e6, 1e14)
+FRACTION = (0.01, 1.0)
+BOUNDS: dict[str, tuple[float, float]] = {
+    "memory_bytes": MEMORY_BYTES, "hbm_bytes_per_s": BYTES_PER_S,
+    **dict.fromkeys(("fp16_flop_per_s", "bf16_flop_per_s", "tf32_flop_per_s", "fp32_flop_per_s", "fp8_flop_per_s"),
+                    FLOP_PER_S),
+    "matmul_efficiency": FRACTION, "attention_efficiency": FRACTION,
+    **dict.fromkeys(("intra_node_bytes_per_s", "inter_node_bytes_per_s", "pcie_bytes_per_s", "nvme_read_bytes_per_s",
+                     "nvme_write_bytes_per_s"), BYTES_PER_S),
+    "cpu_memory_bytes": MEMORY_BYTES, "nvme_bytes": NVME_BYTES, "cpu_adam_params_per_s": PARAMS_PER_S,
+}
+"""Field -> (least, most) of every bounded figure of GPUSpec and NodeSpec (see the module docstring)."""
+
+
+def _in_bounds(owner: str, name: str, value: object) -> None:
+    low, high = BOUNDS[name]
+    number = positive_number(owner, name, value)
+    if not low <= number <= high:
+        raise SpecError(f"{owner}.{name}", f"{number:g} is outside the physical range [{low:g}, {high:g}]",
+                        f"give a value in [{low:g}, {high:g}] ({name} is in SI units: bytes, FLOP/s, fractions)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,23 +79,24 @@ class GPUSpec:
     def __post_init__(self) -> None:
         owner = f"GPUSpec({self.name})"
         for name in ("memory_bytes", "hbm_bytes_per_s", "fp16_flop_per_s", "fp32_flop_per_s"):
-            positive_number(owner, name, getattr(self, name))
+            _in_bounds(owner, name, getattr(self, name))
         for name in ("bf16_flop_per_s", "tf32_flop_per_s", "fp8_flop_per_s"):
             if getattr(self, name) is not None:
-                positive_number(owner, name, getattr(self, name))
+                _in_bounds(owner, name, getattr(self, name))
         try:
             table = tuple((float(f), float(r)) for f, r in self.gemm_flop_per_s_by_size)
         except (TypeError, ValueError):
             raise SpecError(f"{owner}.gemm_flop_per_s_by_size", "is not a list of [flop, flop_per_s] pairs",
                             "give measured pairs, or leave it empty") from None
-        if any(not (f > 0 and r > 0) for f, r in table) or list(table) != sorted(table):
-            raise SpecError(f"{owner}.gemm_flop_per_s_by_size", "needs positive pairs sorted by FLOPs",
-                            "sort the measured GEMMs by size")
+        low, high = FLOP_PER_S
+        if any(not (f > 0 and low <= r <= high) for f, r in table) or list(table) != sorted(table):
+            raise SpecError(f"{owner}.gemm_flop_per_s_by_size", "needs positive pairs sorted by FLOPs, "
+                            f"each rate in [{low:g}, {high:g}] FLOP/s", "sort the measured GEMMs by size")
         object.__setattr__(self, "gemm_flop_per_s_by_size", table)
         for name in ("matmul_efficiency", "attention_efficiency"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-                raise SpecError(f"{owner}.{name}", f"{value!r} is outside (0, 1]",
+            if isinstance(value, bool) or not isinstance(value, int | float) or not FRACTION[0] <= value <= 1:
+                raise SpecError(f"{owner}.{name}", f"{value!r} is outside [{FRACTION[0]:g}, 1]",
                                 "give the achievable fraction of peak, e.g. 0.85")
 
     def peak_flop_per_s(self, dtype: Dtype) -> float:
@@ -109,7 +147,7 @@ class NodeSpec:
             "intra_node_bytes_per_s", "inter_node_bytes_per_s", "pcie_bytes_per_s", "cpu_memory_bytes",
             "nvme_bytes", "nvme_read_bytes_per_s", "nvme_write_bytes_per_s", "cpu_adam_params_per_s",
         ):
-            positive_number(owner, name, getattr(self, name))
+            _in_bounds(owner, name, getattr(self, name))
 
     @property
     def nic_bytes_per_s_per_gpu(self) -> float:

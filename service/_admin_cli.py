@@ -70,6 +70,7 @@ def _db(args: argparse.Namespace) -> int:
     head = head_revision()
     try:
         with reachable(db):
+            db.check_integrity()
             db.check_known()
             before = db.current_revision()
             try:

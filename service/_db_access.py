@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from search import SpecError
+from search import AutoparError, SpecError
 
 if TYPE_CHECKING:
     from service.api import Settings
@@ -20,15 +20,21 @@ _FIX_DB = "check AUTOPAR_DATABASE_URL and that the database server is running"
 @contextmanager
 def reachable(db: Database) -> Iterator[None]:
     """Turn 'cannot connect' into a SpecError that names the URL (password hidden) and the fix."""
-    from sqlalchemy.exc import InterfaceError, OperationalError
+    from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
+
+    from service.store import URL_ENV
+    from service.store._db import damaged
 
     try:
         yield
     except (OperationalError, InterfaceError) as exc:
-        from service.store import URL_ENV
-
         reason = (str(exc.orig or exc).strip().splitlines() or [type(exc).__name__])[0]
         raise SpecError(URL_ENV, f"cannot use the database {db.safe_url}: {reason}", _FIX_DB) from None
+    except DatabaseError as exc:  # SQLite: "file is not a database", "database disk image is malformed"
+        reason = (str(exc.orig or exc).strip().splitlines() or [type(exc).__name__])[0]
+        if db.dialect == "sqlite":
+            raise damaged(db.url, reason) from None
+        raise SpecError(URL_ENV, f"the database {db.safe_url} refused a request: {reason}", _FIX_DB) from None
 
 
 def open_database(*, must_exist: bool) -> tuple[Settings, Database]:
@@ -55,8 +61,9 @@ def current_database() -> tuple[Settings, Database]:
     settings, db = open_database(must_exist=True)
     try:
         with reachable(db):
+            db.check_integrity()
             db.require_current()
-    except SpecError:
+    except AutoparError:
         db.dispose()
         raise
     return settings, db

@@ -205,6 +205,7 @@ def _serve(args: argparse.Namespace) -> int:
     db = Database(settings.database_url)
     try:
         with reachable(db):
+            db.check_integrity()  # a damaged file fails here, with what to do, not at the first request
             db.upgrade()
             revision = db.current_revision()
         app = create_app(settings, db=db, migrate=False)

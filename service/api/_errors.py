@@ -10,10 +10,20 @@ from typing import Any, cast
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
+from sqlalchemy.exc import DatabaseError, DataError, DBAPIError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from search import AutoparError, SpecError, UnknownPresetError
+from search._cluster_spec import BOUNDS as HARDWARE_BOUNDS
+from service.store import (
+    Conflict,
+    DatabaseDamaged,
+    InvalidValue,
+    SchemaMismatch,
+    StorageUnavailable,
+    StoreError,
+)
+from service.store._db import damaged
 
 # pydantic error type -> how to fix it
 _FIXES = {
@@ -71,6 +81,10 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
         ctx = err.get("ctx") or {}
         if kind == "literal_error" and "expected" in ctx:
             fix = f"use one of: {ctx['expected']}"
+        elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal") and path[-1:] and (
+                path[-1] in HARDWARE_BOUNDS):
+            low, high = HARDWARE_BOUNDS[path[-1]]
+            fix = f"give a value in [{low:g}, {high:g}], the physical range of {path[-1]} (SI units)"
         elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal") and ctx:
             fix = f"give a value {err.get('msg', '').split('should be ', 1)[-1]}"
         items.append(detail(field, str(err.get("msg", "invalid")), fix, kind, loc))
@@ -118,13 +132,42 @@ def _http(request: Request, exc: Exception) -> JSONResponse:
 _log = logging.getLogger("autopar.api")
 
 
-def _database(_: Request, exc: Exception) -> JSONResponse:
+def _is_damage(exc: DatabaseError) -> bool:
+    """SQLite's words for a damaged file (permanent: a retry cannot help)."""
+    text = str(exc.orig or exc).lower()
+    return "malformed" in text or "not a database" in text
+
+
+_STORE_STATUS: dict[type[StoreError], tuple[int, str]] = {
+    StorageUnavailable: (503, "unavailable"), DatabaseDamaged: (503, "damaged"), SchemaMismatch: (503, "not_ready"),
+    Conflict: (409, "conflict"), InvalidValue: (422, "invalid_value")}
+"""Each kind of store error and its status: the one place they are mapped."""
+
+
+def _store(_: Request, exc: Exception) -> JSONResponse:
+    """A store error: its status, the field and the fix; the details went to the log where they arose."""
+    exc = cast(StoreError, exc)
+    status, kind = next((v for k, v in _STORE_STATUS.items() if isinstance(exc, k)), (503, "unavailable"))
+    headers = {"Retry-After": "5"} if isinstance(exc, StorageUnavailable) else None
+    field = exc.field if isinstance(exc, Conflict | InvalidValue) else "database"
+    problem = exc.problem
+    if isinstance(exc, DatabaseDamaged):  # the file's path is the operator's business, not the client's
+        problem, fix = ("the service's database is damaged; retrying will not help",
+                        "tell the service's operator: GET /readyz and the service log say what to restore")
+    else:
+        fix = exc.fix
+    return JSONResponse(error_body([detail(field, problem, fix, kind)]), status_code=status, headers=headers)
+
+
+def _database(request: Request, exc: Exception) -> JSONResponse:
     """The database failed under us (gone, restarting, schema dropped): 503 in the usual shape, the
     cause in the log only (it may name hosts), and nothing half-written (the session rolled back)."""
     _log.error("database error: %s", exc, exc_info=exc)
     if isinstance(exc, IntegrityError):
         item = detail("request", "it conflicts with data stored meanwhile", "send the request again", "conflict")
         return JSONResponse(error_body([item]), status_code=409)
+    if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError) and _is_damage(exc):
+        return _store(request, damaged(request.app.state.autopar.db.url, "see the service log"))
     if isinstance(exc, DataError):  # e.g. PostgreSQL refuses NUL characters in text, even in a WHERE clause
         item = detail("request", "a value the database cannot store or compare (such as a NUL character)",
                       "remove NUL and other control characters from the path, query and body", "invalid_value")
@@ -141,3 +184,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(DBAPIError, _database)
+    app.add_exception_handler(StoreError, _store)

@@ -1,14 +1,16 @@
 """Routes: health and metrics, for load balancers, orchestrators and Prometheus.
 
 ``/healthz`` says the process answers (no database: a slow database must not get a healthy
-process restarted); ``/readyz`` says the database answers and its schema is the one this code
-expects, so traffic waits while a migration runs; ``/metrics`` is the Prometheus text format.
+process restarted); ``/readyz`` says the database answers, reads as sound (SQLite's quick_check,
+at most once a minute) and its schema is the one this code expects, so traffic waits while a
+migration runs and a damaged file is reported with what to do; ``/metrics`` is the Prometheus text format.
 None of them needs a token: probes and scrapers carry none, and they reveal no stored data.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -20,8 +22,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from service.api._errors import detail, error_body
 from service.api._metrics import EXTRAS_KEY, Metrics, install_metrics
-from service.api._state import State
-from service.store import URL_ENV, head_revision
+from service.api._state import AppState, State
+from service.store import URL_ENV, DatabaseDamaged, head_revision
 
 router = APIRouter(tags=["health"])
 _log = logging.getLogger("autopar.api")
@@ -63,7 +65,13 @@ async def healthz(request: Request) -> dict[str, str]:
             summary="The database answers and its schema is at the newest migration.")
 def readyz(state: State) -> Any:
     try:
+        _integrity(state)
         current = state.db.current_revision()
+    except DatabaseDamaged as exc:  # the file's path goes to the log only (this answers without a token)
+        _log.error("readyz: %s", exc)
+        return _not_ready("the SQLite database is damaged or is not a database; retrying will not help",
+                          "stop autopar, restore the file the service log names from a backup (with its -wal "
+                          "file), or move it away to start empty; `sqlite3 FILE .recover` may save its rows")
     except SQLAlchemyError as exc:  # the reason (hosts, ports) goes to the log, not to unauthenticated callers
         _log.warning("readyz: the database %s does not answer: %s", state.db.safe_url, exc)
         return _not_ready(f"the {state.db.dialect} database does not answer ({type(exc).__name__})",
@@ -74,6 +82,21 @@ def readyz(state: State) -> Any:
         return _not_ready(f"the database schema is at revision {current or 'none'}, this autopar expects {head}",
                           "run `autopar db upgrade` (or restart `autopar serve`, which migrates at start)")
     return {"status": "ready", "database": state.db.dialect, "revision": current}
+
+
+INTEGRITY_EVERY_S = 60.0
+"""/readyz checks the SQLite file's integrity at most this often (it reads the whole file)."""
+_INTEGRITY_KEY = "health.integrity_checked_at"
+
+
+def _integrity(state: AppState) -> None:
+    """DatabaseDamaged while the database reads as damaged; a sound answer is trusted for a minute."""
+    now = time.monotonic()
+    checked = state.extras.get(_INTEGRITY_KEY)
+    if checked is not None and now - checked < INTEGRITY_EVERY_S:
+        return
+    state.db.check_integrity()
+    state.extras[_INTEGRITY_KEY] = now
 
 
 def _not_ready(msg: str, fix: str) -> JSONResponse:

@@ -7,6 +7,7 @@ stored prediction is the one this endpoint gives for the same body.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,17 @@ def request_path(err: SpecError) -> SpecError:
     return request_field(err)
 
 
+def _finite(value: object) -> bool:
+    """Every number in a prediction's JSON is finite (a None where a number belongs is not)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_finite(v) for v in value)
+    return True
+
+
 def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework: Runtime, config: ConfigIn,
              db: Database) -> Evaluated:
     """Resolve and predict; every invalid combination raises SpecError (-> 422 naming the request field)."""
@@ -77,6 +89,9 @@ def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework
                         f"choose one of: {', '.join(known)} (GET /v1/presets/{kind}s)") from None
     except SpecError as err:
         raise request_path(err) from None
+    if not _finite(prediction.to_dict()):  # the specs' bounds should make this unreachable: refuse, never send inf
+        raise SpecError("cluster", f"the cost model gives no finite prediction for {cluster_s.name}",
+                        "check the hardware figures: each must lie in its physical range (see the schema)")
     stale = staleness(cluster_s.profile, cluster_s, PROFILE_MAX_AGE_DAYS) if cluster_s.profile else ()
     return Evaluated(model_s, cluster_s, config_s, training_s, prediction, notes, stale)
 

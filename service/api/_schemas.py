@@ -7,9 +7,11 @@ physical limit); the search specs then check the physics (a tp that does not div
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from search._cluster_spec import BOUNDS as HARDWARE_BOUNDS  # not re-exported by search: one definition
 
 Positive = Annotated[int, Field(ge=1)]
 Name = Annotated[str, Field(min_length=1, max_length=100)]
@@ -58,34 +60,43 @@ class ModelIn(_In):
         return self
 
 
+def _figure(name: str, unit: str, default: Any = ...) -> Any:
+    """A hardware figure bounded by its physical range (search's GPUSpec/NodeSpec BOUNDS, one
+    definition): the schema shows the range, and a 422 names it."""
+    low, high = HARDWARE_BOUNDS[name]
+    return Field(default=default, ge=low, le=high, description=f"{unit}, in [{low:g}, {high:g}].",
+                 json_schema_extra={"x-unit": unit})
+
+
 class GPUIn(_In):
-    """A custom GPU (the fields of search.GPUSpec)."""
+    """A custom GPU (the fields of search.GPUSpec). Every figure lies in a physical range (see each
+    field): a near-zero FLOP/s or bytes/s would make every prediction infinite."""
 
     name: Name = "custom-gpu"
-    memory_bytes: float = Field(gt=0, le=1e13)
-    hbm_bytes_per_s: float = Field(gt=0, le=1e15)
-    fp16_flop_per_s: float = Field(gt=0, le=1e18)
-    bf16_flop_per_s: float | None = Field(default=None, gt=0, le=1e18)
-    tf32_flop_per_s: float | None = Field(default=None, gt=0, le=1e18)
-    fp32_flop_per_s: float = Field(gt=0, le=1e18)
-    fp8_flop_per_s: float | None = Field(default=None, gt=0, le=1e18)
-    matmul_efficiency: float = Field(default=0.8, gt=0, le=1)
-    attention_efficiency: float = Field(default=0.6, gt=0, le=1)
+    memory_bytes: float = _figure("memory_bytes", "bytes")
+    hbm_bytes_per_s: float = _figure("hbm_bytes_per_s", "bytes/s")
+    fp16_flop_per_s: float = _figure("fp16_flop_per_s", "dense FLOP/s")
+    bf16_flop_per_s: float | None = _figure("bf16_flop_per_s", "dense FLOP/s (null: no bf16 tensor cores)", None)
+    tf32_flop_per_s: float | None = _figure("tf32_flop_per_s", "dense FLOP/s (null: none)", None)
+    fp32_flop_per_s: float = _figure("fp32_flop_per_s", "dense FLOP/s")
+    fp8_flop_per_s: float | None = _figure("fp8_flop_per_s", "dense FLOP/s (null: no fp8 tensor cores)", None)
+    matmul_efficiency: float = _figure("matmul_efficiency", "achievable fraction of peak for large GEMMs", 0.8)
+    attention_efficiency: float = _figure("attention_efficiency", "achievable fraction of peak for attention", 0.6)
 
 
 class NodeIn(_In):
-    """A custom node (the fields of search.NodeSpec)."""
+    """A custom node (the fields of search.NodeSpec), each figure in its physical range."""
 
     name: Name = "custom-node"
     gpus_per_node: int = Field(ge=1, le=1024)
-    intra_node_bytes_per_s: float = Field(gt=0, le=1e15)
-    inter_node_bytes_per_s: float = Field(gt=0, le=1e15)
-    pcie_bytes_per_s: float = Field(gt=0, le=1e15)
-    cpu_memory_bytes: float = Field(gt=0, le=1e16)
-    nvme_bytes: float = Field(gt=0, le=1e17)
-    nvme_read_bytes_per_s: float = Field(gt=0, le=1e14)
-    nvme_write_bytes_per_s: float = Field(gt=0, le=1e14)
-    cpu_adam_params_per_s: float = Field(gt=0, le=1e14)
+    intra_node_bytes_per_s: float = _figure("intra_node_bytes_per_s", "bytes/s (NCCL bus bandwidth per GPU)")
+    inter_node_bytes_per_s: float = _figure("inter_node_bytes_per_s", "bytes/s (the node's NICs together)")
+    pcie_bytes_per_s: float = _figure("pcie_bytes_per_s", "bytes/s per GPU per direction")
+    cpu_memory_bytes: float = _figure("cpu_memory_bytes", "bytes")
+    nvme_bytes: float = _figure("nvme_bytes", "bytes")
+    nvme_read_bytes_per_s: float = _figure("nvme_read_bytes_per_s", "bytes/s")
+    nvme_write_bytes_per_s: float = _figure("nvme_write_bytes_per_s", "bytes/s")
+    cpu_adam_params_per_s: float = _figure("cpu_adam_params_per_s", "parameter updates/s")
 
 
 class ClusterIn(_In):

@@ -25,6 +25,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 from search import SpecError
+from service.store._errors import DatabaseDamaged
 
 URL_ENV = "AUTOPAR_DATABASE_URL"
 DATA_DIR_ENV = "AUTOPAR_DATA_DIR"
@@ -117,6 +118,16 @@ def known_revisions() -> set[str]:
     return {rev.revision for rev in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
 
 
+def damaged(url: str, reason: str) -> DatabaseDamaged:
+    """The error of a SQLite file that is damaged or not a database, saying what to do."""
+    path = make_url(url).database or url
+    return DatabaseDamaged(URL_ENV, f"the SQLite database {path} is damaged or is not a database ({reason}); "
+                           "retrying will not help",
+                           f"stop autopar, then restore {path} from a backup (with its -wal file), or move it "
+                           "away to start with an empty database (`autopar db upgrade`); `sqlite3 FILE .recover` "
+                           "may save the rows a damaged file still holds")
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -166,6 +177,27 @@ class Database:
 
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
             yield conn
+
+    def check_integrity(self) -> None:
+        """Raise :class:`DatabaseDamaged` unless the database reads as sound.
+
+        SQLite: ``PRAGMA quick_check`` (every page and index entry is well formed; it reads the whole
+        file, a second or so per GB) and "file is not a database" for a file that is something else.
+        PostgreSQL keeps its own checksums and WAL: nothing to check from here."""
+        if self.dialect != "sqlite":
+            return
+        from sqlalchemy import text
+        from sqlalchemy.exc import DatabaseError, OperationalError
+
+        try:
+            with self.engine.connect() as conn:
+                problems = [str(row[0]) for row in conn.execute(text("PRAGMA quick_check(5)"))]
+        except OperationalError:
+            raise  # locked, unreachable: not damage (reachable() reports it)
+        except DatabaseError as exc:
+            problems = [str(exc.orig or exc)]
+        if problems != ["ok"]:
+            raise damaged(self.safe_url, "; ".join(problems)[:500])
 
     def check_known(self) -> None:
         """Raise unless this autopar knows the database's revision (a newer autopar may have

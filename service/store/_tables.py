@@ -10,13 +10,29 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
+
+Counter = BigInteger().with_variant(Integer(), "sqlite")
+"""A 64-bit count (migration 0003): BIGINT on PostgreSQL; SQLite's INTEGER is 64-bit already."""
 
 ACTIVE_REQUEST = "status IN ('queued', 'running', 'done')"
 
@@ -67,10 +83,11 @@ class Search(Base):
     """Set on each claim; every later write of the worker must match it (fencing)."""
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    space_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    n_valid: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    n_feasible: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    n_evaluated: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    space_size: Mapped[int | None] = mapped_column(Counter, nullable=True)
+    """64-bit (migration 0003): gpt-1t on 65,536 nodes passes 2**31 configurations."""
+    n_valid: Mapped[int | None] = mapped_column(Counter, nullable=True)
+    n_feasible: Mapped[int | None] = mapped_column(Counter, nullable=True)
+    n_evaluated: Mapped[int | None] = mapped_column(Counter, nullable=True)
     exhaustive: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     search_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     """Seconds the search itself took (search.SearchResult.elapsed_s)."""
