@@ -37,19 +37,39 @@ def field_values(run: CalibrationRun, name: str) -> tuple[Any, ...]:
     raise ValueError(f"{name!r} is not a configuration field the runs loader leaves open")
 
 
+def pipeline_options(run: CalibrationRun) -> list[tuple[int, tuple[int, ...] | None]]:
+    """(vp, per-rank layers) pairs the run's runtime can express for its pp, as the search lists
+    them (``search._space._pipeline_options``, untested forms such as BLOOM's partition included):
+    a source that says its pipeline is uneven but not how ran one of these."""
+    from search._pipeline_layout import head_layers
+    from search._space import _pipeline_options
+
+    m, c = run.model, run.config
+    head_w = round(head_layers(m.vocab, m.hidden, m.params_per_layer, m.seq_len), 3)
+    options = _pipeline_options((run.training.framework,), m.layers, c.pp, head_w, True)
+    vp_known = "vp" not in run.unknown
+    return [(vp, layout) for vp, layout, _rts in options if not vp_known or vp == c.vp]
+
+
 def completions(run: CalibrationRun) -> list[ParallelConfig]:
     """Every valid configuration that fills the run's open fields (the run's own when none is open;
-    the run's own too when no completion is valid, so that its prediction reports why)."""
+    the run's own too when no completion is valid, so that its prediction reports why). An open
+    pipeline layout is filled jointly with vp (:func:`pipeline_options`)."""
     if not run.unknown:
         return [run.config]
+    names = [n for n in run.unknown if n not in ("stage_layers", "vp")] if "stage_layers" in run.unknown \
+        else list(run.unknown)
+    pipelines: list[dict[str, Any]] = ([{"vp": vp, "stage_layers": layout} for vp, layout in pipeline_options(run)]
+                                       if "stage_layers" in run.unknown else [{}])
     out = []
-    for values in itertools.product(*(field_values(run, name) for name in run.unknown)):
-        try:
-            config = replace(run.config, **dict(zip(run.unknown, values, strict=True)))
-            check_compatible(run.model, run.cluster.world_size, config, run.training)
-        except SpecError:
-            continue
-        out.append(config)
+    for pipeline in pipelines:
+        for values in itertools.product(*(field_values(run, name) for name in names)):
+            try:
+                config = replace(run.config, **pipeline, **dict(zip(names, values, strict=True)))
+                check_compatible(run.model, run.cluster.world_size, config, run.training)
+            except SpecError:
+                continue
+            out.append(config)
     return out or [run.config]
 
 

@@ -161,7 +161,7 @@ def _bucket_share(total_s: float, bucket_params: float, params: float) -> float:
 
 
 def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec, cal: Calibration,
-                stage_params: tuple[float, float], layer_params: float = 0.0) -> StepComm:
+                stage_params: tuple[float, ...], layer_params: float = 0.0) -> StepComm:
     """Data-parallel gradient sync and ZeRO parameter gathers of the largest stage, when each
     runtime really runs them (frameworks_2.md sec. 2.3, read from the runtimes' code):
 
@@ -176,8 +176,9 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
       one reduce-scatter per step, the stage's parameters and gradients unsharded meanwhile.
 
     Volumes (Rajbhandari et al. 2020 Sec. 7): all-reduce = reduce-scatter + all-gather of the
-    gradient bytes. ``stage_params`` are the first and last stage's parameters per GPU
-    (:func:`search._stages.stage_params_per_gpu`); ``layer_params`` one block's per GPU.
+    gradient bytes. ``stage_params`` are each pipeline rank's parameters per GPU
+    (:func:`search._stages.stage_params_per_rank`; the fullest rank sets the pace); ``layer_params``
+    one block's per GPU.
     """
     group = config.dp * config.cp
     params = max(stage_params)

@@ -114,7 +114,7 @@ class Evaluator:
         m times a per-micro-batch time that depends only on the layer shape, cached here by it."""
         c = cand.config
         key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute, c.tp_comm_overlap,
-               cand.framework == "megatron-deepspeed")
+               cand.framework == "megatron-deepspeed", c.stage_layers)
         per_micro_batch_s = self._bound_cache.get(key)
         if per_micro_batch_s is None:
             one = replace(c, dp=1, zero_stage=0, offload_optimizer="none", offload_param="none", vp=1)

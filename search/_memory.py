@@ -20,6 +20,7 @@ optimizer). DeepSpeed: ``estimate_zero2_model_states_mem_needs`` (2P + 18P/d) an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from search._model_spec import ModelSpec
 
@@ -40,6 +41,7 @@ class ModelStateBytes:
     """ZeRO-3 / FSDP working buffers for gathered (unsharded) parameters."""
 
 
+@lru_cache(maxsize=65536)
 def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params: float,
                       largest_layer_params: float, layer_params: float,
                       offload_optimizer: str, offload_param: str, *, pipelined: bool = False) -> ModelStateBytes:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
@@ -19,6 +21,7 @@ from search._memory import (
 )
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec
+from search._stages import stage_layer_counts, stage_params_per_rank
 from search._units import GiB
 
 NVME_OPTIMIZER_PINNED_BYTES_PER_GPU = 4 * 1e8 * 4
@@ -66,15 +69,17 @@ class MemoryPlan:
 
 
 def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
-                     held: float, last: bool, cal: Calibration, per_layer: float, working: float) -> dict[str, float]:
-    """Components of one stage; ``per_layer`` = stored activation bytes per layer and micro-batch,
-    ``working`` = the transient bytes of one recomputed layer."""
+                     layers: int, held: float, last: bool, cal: Calibration, per_layer: float,
+                     working: float) -> dict[str, float]:
+    """Components of one pipeline rank holding ``layers`` layers and ``params`` parameters per GPU;
+    ``per_layer`` = stored activation bytes per layer and micro-batch, ``working`` = the transient
+    bytes of one recomputed layer."""
     c = config
     states = model_state_bytes(
         training.framework, c.zero_stage, c.dp * c.cp, params, model.largest_layer_params / c.tp,
         model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
     )
-    stored = per_layer * (model.layers // c.pp) * held
+    stored = per_layer * layers * held
     if c.offload_param != "none" and c.recompute == "full":
         stored = 0.0  # ZeRO-Infinity keeps the activation checkpoints in host memory
     if c.pp > 1:
@@ -93,24 +98,62 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
     }
 
 
-def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-                num_micro_batches: int, cal: Calibration, stage_params: tuple[float, float]) -> MemoryPlan:
-    """Memory of the first stage (most micro-batches in flight, the embedding) and of the last
-    (LM head, logits); the peak is the fuller of the two."""
+def rank_held_micro_batches(pp: int, vp: int, num_micro_batches: int, rank: int) -> float:
+    """Micro-batches whose activations pipeline rank ``rank`` holds at its peak: 1F1B keeps
+    ``pp - rank`` in flight on rank ``rank`` (Narayanan et al. 2021 Sec. 2.2.1), never more than
+    exist; the interleaved schedule multiplies that by ``1 + (p-1)/(p v)`` (Korthikanti et al. 2022
+    Sec. 4.2.3, stated for the first rank). The last rank holds one."""
+    if rank == pp - 1:
+        return 1.0
+    held = float(min(pp - rank, num_micro_batches))
+    if vp > 1:
+        held *= 1.0 + (pp - 1) / (pp * vp)
+    return held
+
+
+def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, num_micro_batches: int,
+                     cal: Calibration, ranks: Sequence[int] | None = None) -> dict[int, dict[str, float]]:
+    """The memory components of each pipeline rank in ``ranks`` (default: every rank)."""
     c = config
-    first_params, last_params = stage_params
-    held = in_flight_micro_batches(c.pp, c.vp, num_micro_batches)
+    counts = stage_layer_counts(model, c)
+    params = stage_params_per_rank(model, c)
     per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute)
     working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp) if c.recompute == "full" else 0.0
-    first = _stage_breakdown(model, c, training, first_params, held, c.pp == 1, cal, per_layer, working)
-    last = (_stage_breakdown(model, c, training, last_params, 1.0, True, cal, per_layer, working)
-            if c.pp > 1 else first)
-    breakdown = first if sum(first.values()) >= sum(last.values()) else last
+    out = {}
+    for r in range(c.pp) if ranks is None else ranks:
+        held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, r) if c.pp > 1 else float(
+            in_flight_micro_batches(1, 1, num_micro_batches))
+        out[r] = _stage_breakdown(model, c, training, params[r], counts[r], held, r == c.pp - 1, cal, per_layer,
+                                  working)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def ranks_to_check(counts: tuple[int, ...]) -> tuple[int, ...]:
+    """The ranks one of which is the fullest: the first (the embedding, the most micro-batches in
+    flight), the last (LM head, logits), and of the middle ranks with the same layer count the
+    earliest (it holds more micro-batches in flight and the same parameters)."""
+    first_with: dict[int, int] = {}
+    for r in range(1, len(counts) - 1):
+        first_with.setdefault(counts[r], r)
+    return tuple(sorted({0, len(counts) - 1, *first_with.values()}))
+
+
+def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+                num_micro_batches: int, cal: Calibration) -> MemoryPlan:
+    """Memory of the fullest pipeline rank (:func:`ranks_to_check` finds the candidates). Host and
+    NVMe bytes per node come from the fullest rank's ZeRO shard."""
+    c = config
+    stages = stage_breakdowns(model, c, training, num_micro_batches, cal, ranks_to_check(stage_layer_counts(model, c)))
+    worst = max(stages, key=lambda r: sum(stages[r].values()))
+    breakdown = stages[worst]
     peak = sum(breakdown.values())
+    counts = stage_layer_counts(model, c)
+    held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, 0) if c.pp > 1 else 1.0
 
     node = cluster.node
     gpn = node.gpus_per_node
-    shard = max(first_params, last_params) / (c.dp * c.cp)
+    shard = max(stage_params_per_rank(model, c)) / (c.dp * c.cp)
     opt_bytes, param_bytes = offloaded_state_bytes_per_gpu(c.zero_stage, shard, c.offload_optimizer, c.offload_param)
     cpu = 0.0
     nvme = 0.0
@@ -125,7 +168,7 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
         nvme += param_bytes * gpn
         cpu += NVME_PARAM_PINNED_BYTES_PER_GPU * gpn
     if c.offload_param != "none" and c.recompute == "full":
-        ckpt = 2.0 * c.micro_batch * model.seq_len / c.cp * model.hidden * (model.layers // c.pp) * held
+        ckpt = 2.0 * c.micro_batch * model.seq_len / c.cp * model.hidden * counts[0] * held
         cpu += ckpt * gpn
 
     return MemoryPlan(peak, breakdown, cpu, nvme, cluster.gpu.memory_bytes, node.cpu_memory_bytes, node.nvme_bytes)

@@ -33,8 +33,9 @@ class OffloadTerms:
 
 
 def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, layers_per_stage: int,
-                  stage_params: tuple[float, float]) -> OffloadTerms:
-    """PCIe, CPU-Adam and NVMe times of the offload policy in ``config`` for the largest stage."""
+                  stage_params: tuple[float, ...]) -> OffloadTerms:
+    """PCIe, CPU-Adam and NVMe times of the offload policy in ``config`` for the largest stage
+    (``stage_params``: per pipeline rank; ``layers_per_stage``: the most layers on a rank)."""
     if config.offload_optimizer == "none" and config.offload_param == "none":
         return OffloadTerms(0.0, 0.0)
     node = cluster.node

@@ -54,6 +54,10 @@ class ParallelConfig:
     tp_comm_overlap: bool = False
     """Megatron-Core ``--tp-comm-overlap`` (Transformer Engine userbuffers): tensor-parallel
     all-gathers and reduce-scatters pipelined with the GEMMs they feed. Needs sp."""
+    stage_layers: tuple[int, ...] | None = None
+    """Transformer layers on each pipeline rank, first to last (its virtual stages share them);
+    the embedding sits on the first rank, the output layer and loss on the last. None means the
+    even split, layers / pp each (:mod:`search._pipeline_layout` builds the other forms)."""
 
     def __post_init__(self) -> None:
         owner = "ParallelConfig"
@@ -83,6 +87,20 @@ class ParallelConfig:
         if self.tp_comm_overlap and not self.sp:
             raise SpecError(f"{owner}.tp_comm_overlap", "TP communication overlap needs sequence parallelism",
                             "set sp=true (with tp >= 2) or tp_comm_overlap=false")
+        if isinstance(self.stage_layers, list):  # JSON gives lists; the spec holds a tuple
+            object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
+        if self.stage_layers is not None:
+            layers = self.stage_layers
+            if not isinstance(layers, tuple) or len(layers) != self.pp:
+                raise SpecError(f"{owner}.stage_layers", f"{layers!r} is not one layer count per pipeline rank "
+                                f"(pp={self.pp})", f"give a list of {self.pp} layer counts, or null for the even split")
+            for n in layers:
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise SpecError(f"{owner}.stage_layers", f"{n!r} is not a layer count >= 0",
+                                    "give whole numbers of layers per pipeline rank")
+            if sum(layers) == 0:
+                raise SpecError(f"{owner}.stage_layers", "no layer on any pipeline rank",
+                                "give the layer counts of the ranks")
         if self.vp > 1 and self.pp == 1:
             raise SpecError(f"{owner}.vp", f"{self.vp} virtual stages need pipeline parallelism (pp > 1)",
                             "set vp=1 or pp >= 2")
@@ -90,7 +108,7 @@ class ParallelConfig:
     @classmethod
     def trusted(cls, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int, zero_stage: int,
                 offload_optimizer: Offload, offload_param: Offload, recompute: Recompute, *,
-                tp_comm_overlap: bool = False) -> ParallelConfig:
+                tp_comm_overlap: bool = False, stage_layers: tuple[int, ...] | None = None) -> ParallelConfig:
         """Build without re-validating, for enumerators that generate only valid values
         (:func:`search._space.enumerate_space`, whose tests check every result against
         :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
@@ -98,7 +116,8 @@ class ParallelConfig:
         for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp), ("sp", sp),
                             ("micro_batch", micro_batch), ("zero_stage", zero_stage),
                             ("offload_optimizer", offload_optimizer), ("offload_param", offload_param),
-                            ("recompute", recompute), ("tp_comm_overlap", tp_comm_overlap)):
+                            ("recompute", recompute), ("tp_comm_overlap", tp_comm_overlap),
+                            ("stage_layers", stage_layers)):
             object.__setattr__(self, name, value)
         return self
 
@@ -176,12 +195,18 @@ def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, 
     if model.ffn % c.tp:
         raise SpecError("ParallelConfig.tp", f"{c.tp} does not divide ffn={model.ffn}",
                         f"use a tp that divides {model.ffn} (Megatron splits the MLP columns evenly)")
-    if model.layers % c.pp:
+    if c.stage_layers is not None:
+        if sum(c.stage_layers) != model.layers:
+            raise SpecError("ParallelConfig.stage_layers", f"the ranks hold {sum(c.stage_layers)} layers "
+                            f"({list(c.stage_layers)}), the model has {model.layers}",
+                            f"give layer counts that add up to {model.layers}")
+    elif model.layers % c.pp:
         raise SpecError("ParallelConfig.pp", f"{c.pp} does not divide layers={model.layers}",
-                        f"use a pp that divides {model.layers} ({_hint(model.layers)})")
-    if model.layers % (c.pp * c.vp):
+                        f"use a pp that divides {model.layers} ({_hint(model.layers)}), or an uneven layout "
+                        "(ParallelConfig.stage_layers; search.pipeline_layout builds the frameworks' forms)")
+    elif model.layers % (c.pp * c.vp):
         raise SpecError("ParallelConfig.vp", f"pp*vp = {c.pp * c.vp} does not divide layers={model.layers}",
-                        f"use a vp that divides {model.layers // c.pp}")
+                        f"use a vp that divides {model.layers // c.pp}, or an uneven layout (stage_layers)")
     if model.seq_len % c.cp or (c.cp > 1 and model.seq_len % (2 * c.cp)):
         raise SpecError("ParallelConfig.cp", f"seq_len={model.seq_len} is not a multiple of 2*cp = {2 * c.cp}",
                         "use a cp with seq_len divisible by 2*cp (load-balanced causal context parallelism)")

@@ -34,7 +34,7 @@ from search._compute_time import (
 from search._error_band import error_band
 from search._errors import SpecError
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
-from search._memory_plan import MemoryPlan, plan_memory
+from search._memory_plan import MemoryPlan, plan_memory, stage_breakdowns
 from search._model_spec import ModelSpec
 from search._offload import offload_terms
 from search._parallel_spec import ParallelConfig, Recompute, TrainingSpec, check_compatible
@@ -47,7 +47,7 @@ from search._schedule import (
     recompute_per_layer_s,
     tp_exposed_s,
 )
-from search._stages import stage_params_per_gpu
+from search._stages import stage_layer_counts, stage_params_per_rank
 from search._support import support_warnings
 
 
@@ -65,31 +65,38 @@ def _kernels(gpu: GPUSpec, precision: str, cal: Calibration) -> tuple[Kernels, f
 
 @dataclass(frozen=True, slots=True)
 class MicroBatchTerms:
-    """Per-micro-batch times of one pipeline stage that depend only on the layer shapes."""
+    """Per-micro-batch times of one transformer layer, and of the LM head, that depend only on the
+    layer shapes; a pipeline rank's times are its layer count times these (+ the head on the last)."""
 
     layer: LayerTimes
     compute_s: float
+    """Forward + backward of one layer."""
     tp_comm_s: float
     cp_comm_s: float
     recompute_s: float
     head_s: float
+    """LM head + loss, forward and backward (on the last pipeline rank)."""
+
+    @property
+    def layer_s(self) -> float:
+        """Everything one layer costs per micro-batch."""
+        return self.compute_s + self.tp_comm_s + self.cp_comm_s + self.recompute_s
 
 
 @lru_cache(maxsize=8192)
 def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
-                       cp: int, sp: bool, pp: int, micro_batch: int, recompute: str,
+                       cp: int, sp: bool, micro_batch: int, recompute: str,
                        tp_comm_overlap: bool = False) -> MicroBatchTerms:
-    """Compute, TP/CP communication, recomputation and LM-head time of one micro-batch on one stage.
+    """Compute, TP/CP communication and recomputation of one layer, and LM-head time, per micro-batch.
 
-    They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute, layers per
-    stage), not on dp or ZeRO, so a search reuses them across thousands of configurations.
+    They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute), not on
+    dp, pp or ZeRO, so a search reuses them across thousands of configurations.
     """
     kernels, _ = _kernels(gpu, precision, cal)
     cluster = ClusterSpec(gpu=gpu, node=node)
-    c = ParallelConfig(tp=tp, cp=cp, sp=sp, pp=pp, micro_batch=micro_batch, recompute=cast(Recompute, recompute),
+    c = ParallelConfig(tp=tp, cp=cp, sp=sp, micro_batch=micro_batch, recompute=cast(Recompute, recompute),
                        tp_comm_overlap=tp_comm_overlap)
     tokens = micro_batch * model.seq_len / cp
-    layers_per_stage = model.layers // pp
     lt = layer_times(model, tokens, model.seq_len, tp, sp, kernels)
     tp_raw_s = tp_forward_per_layer_s(model, tokens, cluster, c, cal)
     # Userbuffers exchange through NVLink peer memory: a TP group spanning nodes overlaps nothing.
@@ -102,12 +109,20 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     head_fwd_s, head_bwd_s = lm_head_time_s(model, tokens, tp, kernels)
     return MicroBatchTerms(
         layer=lt,
-        compute_s=layers_per_stage * (lt.forward_s + lt.backward_s),
-        tp_comm_s=layers_per_stage * (tp_fwd_s + tp_bwd_s),
-        cp_comm_s=layers_per_stage * (cp_fwd_s + cp_bwd_s),
-        recompute_s=layers_per_stage * recompute_layer_s,
+        compute_s=lt.forward_s + lt.backward_s,
+        tp_comm_s=tp_fwd_s + tp_bwd_s,
+        cp_comm_s=cp_fwd_s + cp_bwd_s,
+        recompute_s=recompute_layer_s,
         head_s=head_fwd_s + head_bwd_s,
     )
+
+
+def stage_micro_batch_s(terms: MicroBatchTerms, counts: tuple[int, ...], overhead_s: float) -> tuple[float, ...]:
+    """Per-micro-batch time of each pipeline rank: its layers, the host overhead, and the LM head on
+    the last rank (the embedding lookup is memory-bound and small next to a layer: not counted)."""
+    times = [n * terms.layer_s + overhead_s for n in counts]
+    times[-1] += terms.head_s
+    return tuple(times)
 
 
 def microbatch_overhead_s(framework: str, pp: int, cal: Calibration) -> float:
@@ -129,17 +144,17 @@ def dp_overlap(framework: str, pp: int, cal: Calibration) -> float:
 
 def time_lower_bound_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
                        calibration: Calibration | None = None) -> float:
-    """A cheap lower bound on :func:`predict`'s iteration time: the last stage's per-micro-batch
-    work times the number of micro-batches (every other term is >= 0 and overlap never makes a
-    micro-batch shorter than its compute). A search skips configurations whose bound is already
-    slower than its k-th best. Assumes validated inputs."""
+    """A cheap lower bound on :func:`predict`'s iteration time: the slowest pipeline rank's
+    per-micro-batch work times the number of micro-batches (every other term is >= 0 and overlap
+    never makes a micro-batch shorter than its compute). A search skips configurations whose
+    bound is already slower than its k-th best. Assumes validated inputs."""
     cal = calibration or default_calibration()
     c = config
-    t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.pp,
+    t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
                            c.micro_batch, c.recompute, c.tp_comm_overlap)
     m = training.global_batch // (c.dp * c.micro_batch)
     overhead_s = microbatch_overhead_s(training.framework, c.pp, cal)
-    return m * (t.compute_s + t.tp_comm_s + t.cp_comm_s + t.recompute_s + t.head_s + overhead_s)
+    return m * max(stage_micro_batch_s(t, stage_layer_counts(model, c), overhead_s))
 
 
 def predict_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
@@ -149,7 +164,7 @@ def predict_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfi
     (:func:`search.check_compatible`)."""
     cal = calibration or default_calibration()
     m = training.global_batch // (config.dp * config.micro_batch)
-    return plan_memory(model, cluster, config, training, m, cal, stage_params_per_gpu(model, config))
+    return plan_memory(model, cluster, config, training, m, cal)
 
 
 def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
@@ -171,29 +186,33 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     kernels, peak_for_mfu = _kernels(gpu, training.precision, cal)
     m = training.global_batch // (c.dp * c.micro_batch)
     tokens = c.micro_batch * model.seq_len / c.cp
-    layers_per_stage = model.layers // c.pp
+    counts = stage_layer_counts(model, c)
 
-    t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.pp, c.micro_batch,
+    t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.micro_batch,
                            c.recompute, c.tp_comm_overlap)
     lt = t.layer
-    compute_mb_s, tp_mb_s, cp_mb_s = t.compute_s, t.tp_comm_s, t.cp_comm_s
-    recompute_mb_s, head_mb_s = t.recompute_s, t.head_s
     overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal)
-    body_mb_s = compute_mb_s + tp_mb_s + cp_mb_s + recompute_mb_s + overhead_mb_s
-    last_stage_mb_s = body_mb_s + head_mb_s  # the LM head sits on the last stage
-    stage_avg_mb_s = body_mb_s + head_mb_s / c.pp
+    stage_s = stage_micro_batch_s(t, counts, overhead_mb_s)
+    # The pipeline's pace is its slowest rank (Narayanan et al. 2021 Sec. 2.2: every micro-batch
+    # passes every stage); its terms are the ones the breakdown shows.
+    slowest = max(range(c.pp), key=lambda r: stage_s[r])
+    n_slow = counts[slowest]
+    compute_mb_s, tp_mb_s, cp_mb_s = n_slow * t.compute_s, n_slow * t.tp_comm_s, n_slow * t.cp_comm_s
+    recompute_mb_s = n_slow * t.recompute_s
+    head_mb_s = t.head_s if slowest == c.pp - 1 else 0.0
+    slowest_mb_s = stage_s[slowest]
 
-    stage_params = stage_params_per_gpu(model, c)
+    stage_params = stage_params_per_rank(model, c)
     comm = step_comm_s(cluster, c, training, cal, stage_params, model.params_per_layer / c.tp)
     # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute.
-    mb_with_traffic_s = overlapped_s(last_stage_mb_s, comm.per_micro_batch_s, cal.zero3_overlap)
-    off = offload_terms(model, cluster, c, layers_per_stage, stage_params)
+    mb_with_traffic_s = overlapped_s(slowest_mb_s, comm.per_micro_batch_s, cal.zero3_overlap)
+    off = offload_terms(model, cluster, c, max(counts), stage_params)
     mb_total_s = overlapped_s(mb_with_traffic_s, off.per_micro_batch_s, cal.zero3_overlap)
 
     p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)
-    bubble_s = pipeline_bubble_s(c.pp, c.vp, stage_avg_mb_s + p2p_s)
-    dp_s = dp_exposed_s(comm.per_step_s, comm.per_step_gather_s, layers_per_stage * lt.backward_s,
-                        layers_per_stage * lt.forward_s, dp_overlap(training.framework, c.pp, cal),
+    bubble_s = pipeline_bubble_s(c.pp, c.vp, stage_s, p2p_s)
+    dp_s = dp_exposed_s(comm.per_step_s, comm.per_step_gather_s, counts[-1] * lt.backward_s,
+                        counts[0] * lt.forward_s, dp_overlap(training.framework, c.pp, cal),
                         comm.last_bucket_s, comm.last_gather_bucket_s)
     params_shard = comm.params_per_gpu_shard
     optimizer_s = 0.0 if c.offload_optimizer != "none" else optimizer_step_time_s(params_shard, kernels)
@@ -206,7 +225,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         "recompute": scale * recompute_mb_s,
         "tp_comm": scale * tp_mb_s,
         "cp_comm": scale * cp_mb_s,
-        "zero3_comm": scale * (mb_with_traffic_s - last_stage_mb_s),
+        "zero3_comm": scale * (mb_with_traffic_s - slowest_mb_s),
         "offload_transfer": scale * (mb_total_s - mb_with_traffic_s),
         "pipeline_bubble": bubble_s,
         "pp_p2p": scale * p2p_s,
@@ -216,7 +235,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     }
     iteration_s = sum(breakdown.values())
 
-    mem = memory if memory is not None else plan_memory(model, cluster, c, training, m, cal, stage_params)
+    mem = memory if memory is not None else plan_memory(model, cluster, c, training, m, cal)
     model_flop = model_flop_per_iteration(model, training.global_batch)
     hw_flop = hardware_flop_per_iteration(model, training.global_batch, c.recompute)
     world = cluster.world_size
@@ -238,6 +257,9 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         feasible=mem.feasible,
         reasons=mem.reasons,
         warnings=comm.warnings + support_warnings(training.framework, c),
+        stage_layers=counts,
+        stage_times_s=stage_s,
+        stage_peak_memory_bytes=tuple(sum(b.values()) for b in stage_breakdowns(model, c, training, m, cal).values()),
         error_band=error_band(training.framework, gpu.name),
     )
 

@@ -34,6 +34,13 @@ class Prediction:
     feasible: bool
     reasons: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    stage_layers: tuple[int, ...] = ()
+    """Transformer layers on each pipeline rank, first to last."""
+    stage_times_s: tuple[float, ...] = ()
+    """Per-micro-batch time of each pipeline rank (layers, host overhead, the LM head on the last);
+    the slowest paces the pipeline."""
+    stage_peak_memory_bytes: tuple[float, ...] = ()
+    """Peak GPU memory of each pipeline rank; the largest is ``peak_memory_bytes_per_gpu``."""
     error_band: float = 0.0
     """Relative iteration-time error to expect (0.07: +-7 %): the model's measured MAPE on
     published runs of this runtime and GPU family (:func:`search._error_band.error_band`)."""
@@ -53,6 +60,9 @@ class Prediction:
         out = asdict(self)
         out["reasons"] = list(self.reasons)
         out["warnings"] = list(self.warnings)
+        out["stage_layers"] = list(self.stage_layers)
+        out["stage_times_s"] = list(self.stage_times_s)
+        out["stage_peak_memory_bytes"] = list(self.stage_peak_memory_bytes)
         out["bottleneck"] = self.bottleneck
         out["memory_headroom_bytes"] = self.memory_headroom_bytes
         return out

@@ -42,6 +42,7 @@ from search._parallel_spec import (
     TrainingSpec,
     check_compatible,
 )
+from search._pipeline_layout import balanced, megatron_first_last
 
 NODE_FOR_GPU = {
     "v100-sxm3-32gb": "dgx-2",
@@ -93,9 +94,12 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # torchtitan's rows say in their notes only that theirs is per op or every n-th layer.
         **dict.fromkeys(("tp", "pp", "dp", "cp", "vp", "sp", "micro_batch", "global_batch", "zero_stage",
                          "offload_optimizer", "offload_param", "recompute", "precision", "framework"), MODELLED),
+        # An uneven pipeline: first/last-stage counts (Megatron's form) when given, else the split is an
+        # open field that benchmarks/_tuned.py fills with each layout the runtime can express.
+        **dict.fromkeys(("uneven_pipeline", "first_stage_layers", "last_stage_layers"), MODELLED),
         "grad_accum": CHECKED,  # = global_batch / (micro_batch * dp); gives micro_batch when that is null
         **dict.fromkeys(("ep", "etp", "expert_dp", "moe_dispatcher", "fsdp", "fsdp_shard_size", "fp8_recipe",
-                         "uneven_pipeline", "first_stage_layers", "last_stage_layers", "local_batch", "torch_compile",
+                         "local_batch", "torch_compile",
                          "async_tp", "pipeline_schedule", "optimizer", "recompute_modules", "framework_detail"),
                         REFUSED_WHEN_SET),
     },
@@ -107,7 +111,7 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
     },
 }
 """Refused when set means: refused unless null or the value the model has (ep 1, fp8_recipe per-tensor
-scaling, uneven_pipeline false, torch_compile/async_tp false, pipeline_schedule 1F1B, optimizer Adam)."""
+scaling, torch_compile/async_tp false, pipeline_schedule 1F1B, optimizer Adam)."""
 
 # Reasons a record is refused, for counting refusals by category.
 GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, TOPOLOGY = (
@@ -118,7 +122,7 @@ INCONSISTENT, MALFORMED, UNKNOWN_FIELD, INVALID = (
 CATEGORIES = (GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, TOPOLOGY, INCONSISTENT, MALFORMED,
               UNKNOWN_FIELD, INVALID)
 
-TUNABLE = ("micro_batch", "vp", "sp", "recompute")
+TUNABLE = ("micro_batch", "vp", "sp", "recompute", "stage_layers")
 """Configuration fields a source may leave open: :attr:`CalibrationRun.unknown` names them."""
 
 
@@ -271,12 +275,10 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
             refuse(f"config.{key}", f"expert parallelism ({key}={cfg[key]}) is not modelled", MOE)
     if cfg.get("moe_dispatcher") is not None:
         refuse("config.moe_dispatcher", "mixture-of-experts token dispatch is not modelled", MOE)
-    if cfg.get("uneven_pipeline"):
-        refuse("config.uneven_pipeline", "pipeline stages with different layer counts are not modelled "
-               "(pp*vp must divide the layers)", PIPELINE)
-    for key in ("first_stage_layers", "last_stage_layers"):
-        if cfg.get(key) is not None:
-            refuse(f"config.{key}", "a custom pipeline layout is not modelled", PIPELINE)
+    first, last = cfg.get("first_stage_layers"), cfg.get("last_stage_layers")
+    if (first is None) != (last is None):
+        refuse("config.first_stage_layers", "give both first_stage_layers and last_stage_layers, or neither",
+               PIPELINE)
     if cfg.get("precision") not in (None, *PRECISIONS):
         refuse("config.precision", f"{cfg['precision']!r} training is not modelled ({', '.join(PRECISIONS)})",
                PRECISION)
@@ -394,14 +396,26 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
     elif micro_batch is not None and grad_accum is not None and int(micro_batch) * dp * int(grad_accum) != global_batch:
         raise _inconsistent(rid, "config.grad_accum", f"micro_batch*dp*grad_accum = {micro_batch}*{dp}*{grad_accum} "
                             f"is not global_batch = {global_batch}")
+    vp = int(cfg.get("vp") or 1)
+    first, last = cfg.get("first_stage_layers"), cfg.get("last_stage_layers")
+    uneven = bool(cfg.get("uneven_pipeline")) or first is not None
     unknown = tuple(name for name, is_open in (
         ("micro_batch", micro_batch is None), ("vp", cfg.get("vp") is None and pp > 1),
         ("sp", cfg.get("sp") is None and tp > 1 and framework == "megatron"),
-        ("recompute", cfg.get("recompute") is None)) if is_open)
-    vp = int(cfg.get("vp") or 1)
+        ("recompute", cfg.get("recompute") is None),
+        ("stage_layers", uneven and first is None)) if is_open)
     # Dropout is not in the schema: take the framework's default (Megatron-LM and
     # Megatron-DeepSpeed --hidden-dropout/--attention-dropout 0.1; MPT/llm-foundry 0).
-    model = _model(rec["model"], pp, vp, dropout=framework in ("megatron", "megatron-deepspeed"))
+    model = _model(rec["model"], 1 if uneven else pp, 1 if uneven else vp,
+                   dropout=framework in ("megatron", "megatron-deepspeed"))
+    stage_layers = None
+    if uneven:
+        try:
+            stage_layers = (megatron_first_last(model.layers, pp, 1, int(first), int(last)) if first is not None
+                            else balanced(model.layers, pp, 0.0))
+        except (SpecError, ValueError) as exc:
+            raise _inconsistent(rid, "config.first_stage_layers", f"no pipeline split of {model.layers} layers on "
+                                f"pp={pp}: {exc}") from None
     node = _node(cl)
     num_nodes = max(1, math.ceil(num_gpus / node.gpus_per_node))
     cluster = ClusterSpec(gpu=gpu_preset(cl["gpu"]), node=node, num_nodes=num_nodes, name=str(cl.get("gpu")))
@@ -412,7 +426,7 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         zero_stage=int(cfg.get("zero_stage") or 0),
         offload_optimizer=cfg.get("offload_optimizer") or "none",
         offload_param=cfg.get("offload_param") or "none",
-        recompute=cfg.get("recompute") or "none",
+        recompute=cfg.get("recompute") or "none", stage_layers=stage_layers,
     )
     training = TrainingSpec(global_batch=global_batch, precision=cast(Precision, precision),
                             framework=cast(Framework, framework))

@@ -60,13 +60,19 @@ def tp_exposed_s(comm_s: float, gemm_s: float, tp: int, overlap: bool) -> float:
     return max(comm_s / tp, comm_s - gemm_s)
 
 
-def pipeline_bubble_s(pp: int, vp: int, stage_micro_batch_s: float) -> float:
-    """Idle time of the 1F1B / interleaved schedule: ``(p - 1) / v`` stage times.
+def pipeline_bubble_s(pp: int, vp: int, stage_micro_batch_s: tuple[float, ...], p2p_s: float = 0.0) -> float:
+    """Idle time of the 1F1B / interleaved schedule beyond ``m`` times the slowest stage.
 
-    Narayanan et al. 2021 (arXiv:2104.04473) Sec. 2.2: bubble fraction ``(p-1)/m`` for 1F1B,
-    ``(p-1)/(m v)`` interleaved, i.e. ``(p-1)/v`` times the time one micro-batch spends on a stage.
+    Narayanan et al. 2021 (arXiv:2104.04473) Sec. 2.2: with equal stages the bubble is
+    ``(p - 1) / v`` stage times. With unequal stages the steady state runs at the slowest stage
+    and the warm-up and cool-down pass one micro-batch through every other stage, so the bubble
+    is ``(sum of the stage times - the slowest + (p - 1) p2p) / v`` (equal to the paper's with
+    equal stages; the slowest stage paces warm-up and cool-down, Llama 3 (arXiv:2407.21783)
+    Sec. 3.3.2 balances the first and last stages for that reason).
     """
-    return (pp - 1) / vp * stage_micro_batch_s if pp > 1 else 0.0
+    if pp == 1:
+        return 0.0
+    return (sum(stage_micro_batch_s) - max(stage_micro_batch_s) + (pp - 1) * p2p_s) / vp
 
 
 def dp_exposed_s(reduce_s: float, gather_s: float, last_backward_s: float, first_forward_s: float,

@@ -56,13 +56,23 @@ De-duplication (one entry per configuration that runs the same, the simplest kep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 
 from search._errors import SpecError
 from search._model_spec import ModelSpec
 from search._parallel_spec import Framework, Offload, ParallelConfig, Recompute
+from search._pipeline_layout import (
+    Layout,
+    balanced,
+    deepspeed_partition,
+    head_layers,
+    megatron_account_for,
+    megatron_first_last,
+    torchtitan_split,
+)
 from search._support import SupportStatus, cached_status
 
 FRAMEWORK_TARGETS: tuple[str, ...] = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "any")
@@ -168,6 +178,71 @@ def _runs(runtime: Framework, tp: int, pp: int, cp: int, vp: int, allow_untested
 # flight than the cost model's interleaved memory and bubble terms assume, so it is not emitted.
 
 
+PipelineOption = tuple[int, Layout | None, tuple[Framework, ...]]
+"""(vp, per-rank layer counts or None for the even split, the runtimes that express it)."""
+
+
+@cache
+def _pipeline_options(runtimes: tuple[Framework, ...], layers: int, pp: int, head_w: float,
+                      allow_untested: bool = False) -> tuple[PipelineOption, ...]:
+    """The pipeline layouts each runtime can express for ``pp`` ranks (:mod:`search._pipeline_layout`):
+
+    * even (``layers % pp == 0``), with every vp that divides the layers per rank (all runtimes;
+      Megatron-DeepSpeed only vp = 1);
+    * megatron: the embedding and loss counted as layer slots (``--account-for-*``, Llama 3
+      405B's form) with each vp that divides the slots per rank, and the split that minimises the
+      slowest rank given the output layer's weight ``head_w`` (in layers) where the
+      first/last-stage flags express it;
+    * fsdp: torchtitan's default split (one layer fewer on the first and the last stage) with 1 or
+      2 stages per rank;
+    * megatron-deepspeed: DeepSpeed's ``type:transformer`` partition (the pinned fork's), and with
+      ``allow_untested`` ``type:transformer|embedding`` (BLOOM's: only the BigScience fork's
+      ``--pp-partition-method`` makes it; the support matrix marks it untested).
+    """
+    if pp == 1:
+        return ((1, None, runtimes),)
+    found: dict[tuple[int, Layout | None], list[Framework]] = {}
+
+    def add(vp: int, layout: Layout | None, runtime: Framework) -> None:
+        if layout is not None and len(set(layout)) == 1 and layers % (pp * vp) == 0:
+            layout = None  # an even split is the default, spelled once
+        found.setdefault((vp, layout), [])
+        if runtime not in found[(vp, layout)]:
+            found[(vp, layout)].append(runtime)
+
+    for runtime in runtimes:
+        if layers % pp == 0:
+            for vp in (_divisors(layers // pp) if runtime != "megatron-deepspeed" else [1]):
+                add(vp, None, runtime)
+        try_forms: list[tuple[int, Callable[[], Layout]]] = []
+        if runtime == "megatron":
+            slots = layers + 2
+            if slots % pp == 0:
+                try_forms += [(vp, partial(megatron_account_for, layers, pp, vp)) for vp in _divisors(slots // pp)]
+            try:
+                split = balanced(layers, pp, head_w)
+            except SpecError:
+                split = ()
+            if split and len(set(split[1:-1])) <= 1:
+                step = math.gcd(split[0], split[-1], split[1] if pp > 2 else 0)
+                try_forms += [(vp, partial(megatron_first_last, layers, pp, vp, split[0], split[-1]))
+                              for vp in _divisors(step)]
+        elif runtime == "fsdp":
+            try_forms += [(vp, partial(torchtitan_split, layers, pp, vp)) for vp in (1, 2)]
+        elif runtime == "megatron-deepspeed":
+            methods = ("type:transformer", "type:transformer|embedding") if allow_untested else ("type:transformer",)
+            try_forms += [(1, partial(deepspeed_partition, layers, pp, method)) for method in methods]
+        for vp, build in try_forms:
+            try:
+                add(vp, build(), runtime)
+            except SpecError:
+                continue
+    order = {r: i for i, r in enumerate(_RUNTIMES)}
+    return tuple((vp, layout, tuple(sorted(rs, key=order.__getitem__)))
+                 for (vp, layout), rs in sorted(found.items(), key=lambda kv: (kv[0][1] is not None, kv[0][0],
+                                                                                kv[0][1] or ())))
+
+
 def _torch_schedule_runs(n_micro: int, pp: int, vp: int) -> bool:
     """Whether torch.distributed.pipelining (torchtitan's pipeline) runs ``n_micro`` micro-batches
     per step on ``pp`` stages: 1F1B needs at least ``pp`` of them; Interleaved1F1B splits them
@@ -237,7 +312,8 @@ def enumerate_space(
     kv = int(model.kv_heads or model.heads)
     flash = model.attention == "flash"
     tps = [t for t in world_divisors if model.heads % t == 0 and kv % t == 0 and model.ffn % t == 0]
-    pps = [p for p in world_divisors if model.layers % p == 0]
+    pps = [p for p in world_divisors if p <= model.layers]
+    head_w = round(head_layers(model.vocab, model.hidden, model.params_per_layer, model.seq_len), 3)
     cps = [c for c in world_divisors if c == 1 or (flash and model.seq_len % (2 * c) == 0)]
     recomputes = _FLASH_RECOMPUTES if flash else _RECOMPUTES
 
@@ -250,7 +326,9 @@ def enumerate_space(
         for pp in pps:
             if world_size % (tp * pp):
                 continue
-            vps = _divisors(model.layers // pp) if pp > 1 else [1]
+            layouts = _pipeline_options(runtimes, model.layers, pp, head_w, allow_untested)
+            if not layouts:
+                continue
             for cp in cps:
                 mp = tp * pp * cp
                 if world_size % mp or global_batch % (world_size // mp):
@@ -258,8 +336,8 @@ def enumerate_space(
                 dp = world_size // mp
                 per_rank = global_batch // dp
                 micro = _divisors(per_rank) if mbs is None else [m for m in mbs if per_rank % m == 0]
-                for vp in vps:
-                    live = tuple(r for r in runtimes if _runs(r, tp, pp, cp, vp, allow_untested))
+                for vp, layout, expressed_by in layouts:
+                    live = tuple(r for r in expressed_by if _runs(r, tp, pp, cp, vp, allow_untested))
                     if not live:
                         continue
                     options = _labelled_policies(live, pp > 1, dp * cp > 1, allow_untested)
@@ -272,7 +350,7 @@ def enumerate_space(
                                     continue
                                 for mb in micro:
                                     config = ParallelConfig.trusted(dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc,
-                                                                    tp_comm_overlap=overlap)
+                                                                    tp_comm_overlap=overlap, stage_layers=layout)
                                     for runtime in labels:
                                         if runtime == "fsdp" and pp > 1 and not _torch_schedule_runs(
                                                 per_rank // mb, pp, vp):

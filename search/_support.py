@@ -60,6 +60,19 @@ def _megatron_fsdp(c: ParallelConfig) -> bool:
     return c.zero_stage >= 2
 
 
+def _not_type_transformer(c: ParallelConfig) -> bool:
+    """An uneven split that DeepSpeed's type:transformer partition does not make (layout entries
+    look at ``stage_layers``, so the enumerator decides them itself, not by :func:`cached_status`)."""
+    if c.stage_layers is None or c.pp == 1:
+        return False
+    from search._pipeline_layout import deepspeed_partition
+
+    try:
+        return deepspeed_partition(sum(c.stage_layers), c.pp, "type:transformer") != c.stage_layers
+    except SpecError:
+        return True
+
+
 SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
     # --- Megatron-LM / Megatron-Core ------------------------------------------------------------
     SupportEntry(
@@ -136,6 +149,16 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
         "set offload_optimizer='none' with pp > 1, or pp=1",
         "deepspeed/runtime/pipe/engine.py:76; docs/_tutorials/pipeline.md; frameworks_2.md sec. 2.4",
         lambda c: c.pp > 1 and (c.offload_optimizer != "none" or c.offload_param != "none"),
+    ),
+    SupportEntry(
+        "megatron-deepspeed", "deepspeed-partition-not-type-transformer", "untested", "ParallelConfig.stage_layers",
+        "a pipeline split other than DeepSpeed's type:transformer partition: the pinned deepspeedai fork "
+        "hard-codes that method; BLOOM's type:transformer|embedding split needs the BigScience fork's "
+        "--pp-partition-method, which the pinned fork's parser does not have",
+        "use the type:transformer split (or the even one), or run the BigScience fork",
+        "deepspeedai/Megatron-DeepSpeed megatron/model/gpt_model.py:463; bigscience-workshop/Megatron-DeepSpeed "
+        "megatron/arguments.py:578; frameworks_2.md sec. 1.2",
+        lambda c: _not_type_transformer(c),
     ),
     # --- torchtitan 0.3.0 / torch FSDP2 -----------------------------------------------------------
     SupportEntry(

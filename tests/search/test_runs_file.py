@@ -68,9 +68,6 @@ NOT_MODELLED = {
     "config.fsdp": ("megatron-fsdp", "runtime feature"),
     "config.fsdp_shard_size": (8, "runtime feature"),
     "config.fp8_recipe": ("mxfp8", "precision or FP8 recipe"),
-    "config.uneven_pipeline": (True, "uneven pipeline"),
-    "config.first_stage_layers": (3, "uneven pipeline"),
-    "config.last_stage_layers": (3, "uneven pipeline"),
     "config.local_batch": (2, "runtime feature"),
     "config.torch_compile": (True, "runtime feature"),
     "config.async_tp": (True, "runtime feature"),
@@ -98,6 +95,7 @@ def test_a_field_the_model_cannot_express_refuses_the_record_naming_it(field: st
 @pytest.mark.parametrize(("field", "value"), [
     ("model.head_dim", 96), ("model.active_params", None), ("model.mtp_layers", 0), ("cluster.nvlink_domain", 8),
     ("config.ep", 1), ("config.fp8_recipe", "current-scaling (per-tensor)"), ("config.uneven_pipeline", False),
+    ("config.first_stage_layers", None),
     ("config.torch_compile", False), ("config.async_tp", False), ("config.pipeline_schedule", "1F1B"),
     ("config.optimizer", "adamw"), ("config.grad_accum", 1), ("config.fsdp", None),
 ])
@@ -209,3 +207,16 @@ def test_a_claim_configuration_field_the_claims_loader_does_not_read_is_an_error
     path.write_text(json.dumps(claims))
     with pytest.raises(SpecError, match=r"tp not read by the claims loader"):
         load_feasibility(path)
+
+
+def test_an_uneven_pipeline_is_expressed() -> None:
+    """Issue 13: a record with an uneven pipeline loads, with its layout open (no source publishes the
+    split) or from its first/last-stage counts."""
+    rec = _with("config.uneven_pipeline", True)
+    rec["config"].update(tp=1, pp=2, dp=rec["cluster"]["num_gpus"] // 2, vp=1, grad_accum=None)
+    rec["model"]["layers"] = 25
+    run = run_from_record(rec)
+    assert "stage_layers" in run.unknown and sum(run.config.stage_layers or ()) == 25
+    rec["config"].update(first_stage_layers=12, last_stage_layers=13)
+    given = run_from_record(rec)
+    assert given.config.stage_layers == (12, 13) and "stage_layers" not in given.unknown

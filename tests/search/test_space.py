@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import cache
 from itertools import product
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,14 @@ from hypothesis import strategies as st
 from search import ModelSpec, ParallelConfig, SpecError, TrainingSpec, check_compatible, model_preset
 from search._checks import divisors
 from search._parallel_spec import FRAMEWORKS, OFFLOADS, RECOMPUTES, Framework
+from search._pipeline_layout import (
+    balanced,
+    deepspeed_partition,
+    head_layers,
+    megatron_account_for,
+    megatron_first_last,
+    torchtitan_split,
+)
 from search._space import FRAMEWORK_TARGETS, Candidate, Space, enumerate_space
 
 SMALL_FLASH = ModelSpec(name="small-flash", layers=8, hidden=512, heads=8, kv_heads=4, ffn=1408, vocab=32000,
@@ -160,6 +169,42 @@ def issue_allows(runtime: str, c: ParallelConfig, batch: int, allow_untested: bo
     return c.zero_stage in (2, 3) and (offload == ("none", "none") or (offload == ("cpu", "cpu") and c.zero_stage == 3))
 
 
+def layouts_of(runtime: str, layers: int, pp: int, vp: int, head_w: float,
+               allow_untested: bool = False) -> set[tuple[int, ...] | None]:
+    """The pipeline layouts issue 13 lets each runtime use, built by the framework-form functions of
+    search._pipeline_layout (tested on their own against the frameworks' published splits); an even
+    split whose chunks divide is spelled None."""
+    if pp == 1:
+        return {None} if vp == 1 else set()
+    forms: list[Any] = []
+    if layers % (pp * vp) == 0 and (runtime != "megatron-deepspeed" or vp == 1):
+        forms.append(None)
+    if runtime == "megatron":
+        forms.append(lambda: megatron_account_for(layers, pp, vp))
+        try:
+            split = balanced(layers, pp, head_w)
+        except SpecError:
+            split = ()
+        if split and len(set(split[1:-1])) <= 1:
+            forms.append(lambda: megatron_first_last(layers, pp, vp, split[0], split[-1]))
+    elif runtime == "fsdp" and vp in (1, 2):
+        forms.append(lambda: torchtitan_split(layers, pp, vp))
+    elif runtime == "megatron-deepspeed" and vp == 1:
+        forms.append(lambda: deepspeed_partition(layers, pp, "type:transformer"))
+        if allow_untested:  # BLOOM's split: the BigScience fork's --pp-partition-method only
+            forms.append(lambda: deepspeed_partition(layers, pp, "type:transformer|embedding"))
+    out: set[tuple[int, ...] | None] = set()
+    for form in forms:
+        try:
+            layout = form() if form is not None else None
+        except SpecError:
+            continue
+        if layout is not None and len(set(layout)) == 1 and layers % (pp * vp) == 0:
+            layout = None
+        out.add(layout)
+    return out
+
+
 def brute_force(model: ModelSpec, world: int, batch: int, target: str,
                 micro_batches: Sequence[int] | None = None,
                 allow_untested: bool = False) -> set[tuple[str, ParallelConfig]]:
@@ -168,23 +213,30 @@ def brute_force(model: ModelSpec, world: int, batch: int, target: str,
     trainings = {r: TrainingSpec(batch, framework=r) for r in runtimes}
     micros = sorted(set(micro_batches)) if micro_batches is not None else divisors(batch)
     valid: set[tuple[str, ParallelConfig]] = set()
+    head_w = round(head_layers(model.vocab, model.hidden, model.params_per_layer, model.seq_len), 3)
     for tp, pp, cp in product(divisors(world), repeat=3):
         dp = max(1, world // (tp * pp * cp))  # a wrong product is refused by check_compatible
-        for vp, sp, overlap, mb, zero, opt, param, rc in product(
-                divisors(model.layers), (False, True), (False, True), micros, range(4), OFFLOADS, OFFLOADS, RECOMPUTES):
-            try:
-                config = ParallelConfig(dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, sp=sp, micro_batch=mb, zero_stage=zero,
-                                        offload_optimizer=opt, offload_param=param, recompute=rc,  # type: ignore[arg-type]
-                                        tp_comm_overlap=overlap)
-            except SpecError:
-                continue
-            for r in runtimes:
+        for vp in range(1, model.layers + 3):
+            layouts = {r: layouts_of(r, model.layers, pp, vp, head_w, allow_untested) for r in runtimes}
+            for layout, sp, overlap, mb, zero, opt, param, rc in product(
+                    set().union(*layouts.values()), (False, True), (False, True), micros, range(4), OFFLOADS,
+                    OFFLOADS, RECOMPUTES):
                 try:
-                    check_compatible(model, world, config, trainings[r])
+                    config = ParallelConfig(dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, sp=sp, micro_batch=mb, zero_stage=zero,
+                                            offload_optimizer=opt, offload_param=param,  # type: ignore[arg-type]
+                                            recompute=rc, tp_comm_overlap=overlap,  # type: ignore[arg-type]
+                                            stage_layers=layout)
                 except SpecError:
                     continue
-                if issue_allows(r, config, batch, allow_untested):
-                    valid.add((r, config))
+                for r in runtimes:
+                    if layout not in layouts[r]:
+                        continue
+                    try:
+                        check_compatible(model, world, config, trainings[r])
+                    except SpecError:
+                        continue
+                    if issue_allows(r, config, batch, allow_untested):
+                        valid.add((r, config))
     kept: set[tuple[str, ParallelConfig]] = set()
     for label, c in valid:
         if model.attention == "flash" and c.recompute == "selective":
