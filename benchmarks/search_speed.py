@@ -52,6 +52,7 @@ class Case:
     precision: Precision
     why: str
     """Where the shape, cluster and batch come from."""
+    framework: str = "any"
 
 
 def one_v100() -> ClusterSpec:
@@ -81,6 +82,10 @@ def cases() -> list[Case]:
              "13B GPT on one V100 32GB (ZeRO-Offload's case), batch 8 (our choice); V100 has no bf16"),
         Case("gpt-1t-1xdgx2", model_preset("gpt-1t"), cluster_preset("dgx-2", 1), 16, "fp16",
              "1T GPT on one DGX-2 (16 V100 32GB), batch 16: only ZeRO-3 + NVMe offload fits (ZeRO-Infinity)"),
+        Case("bloom-176b-384xa100", model_preset("bloom-176b"), cluster_preset("dgx-a100-80gb", 48), 2048, "bf16",
+             "BLOOM-176B's own question: 70 layers on 48 DGX A100 nodes, batch 2048, Megatron-DeepSpeed "
+             "(bigscience tr11-176B-ml); pp does not divide 70, so every pipelined answer is uneven",
+             framework="megatron-deepspeed"),
     ]
 
 
@@ -88,7 +93,7 @@ def brute_force_best_tokens_per_s(case: Case) -> float | None:
     """The best feasible tokens/s over every valid configuration, each checked and timed directly."""
     best = None
     trainings: dict[str, TrainingSpec] = {}
-    for cand in enumerate_space(case.model, case.cluster.world_size, case.global_batch, "any").candidates:
+    for cand in enumerate_space(case.model, case.cluster.world_size, case.global_batch, case.framework).candidates:
         training = trainings.setdefault(cand.framework, TrainingSpec(case.global_batch, case.precision,
                                                                      framework=cand.framework))
         if predict_memory(case.model, case.cluster, cand.config, training).reasons:
@@ -104,8 +109,8 @@ def run_case(case: Case, repeat: int, max_exhaustive: int, trials: int | None, v
     result: SearchResult | None = None
     for _ in range(repeat):
         start = time.perf_counter()
-        result = search(case.model, case.cluster, case.global_batch, precision=case.precision, framework="any",
-                        top_k=10, max_exhaustive=max_exhaustive, n_trials=trials)
+        result = search(case.model, case.cluster, case.global_batch, precision=case.precision,
+                        framework=case.framework, top_k=10, max_exhaustive=max_exhaustive, n_trials=trials)
         seconds.append(time.perf_counter() - start)
     if result is None:
         raise SystemExit("search_speed: error: --repeat must be >= 1")
@@ -114,7 +119,7 @@ def run_case(case: Case, repeat: int, max_exhaustive: int, trials: int | None, v
         regret = regret_of(result, brute_force_best_tokens_per_s(case))
     elif not result.exhaustive:
         reference = search(case.model, case.cluster, case.global_batch, precision=case.precision,
-                           framework="any", top_k=10, max_exhaustive=10**9)
+                           framework=case.framework, top_k=10, max_exhaustive=10**9)
         regret = regret_of(result, fastest_tokens_per_s(reference))
     best = result.best
     return {"case": case.name, "space": result.space_size, "valid": result.n_valid, "feasible": result.n_feasible,
