@@ -98,12 +98,22 @@ class Evaluator:
         """Check every candidate's memory (about 7 us each): the exact count of configurations that
         fit, the closest misses, and the fitting ones (returned, in order) for the time sweeps."""
         fitting = []
+        # Peak memory never falls as the micro-batch grows (activations per micro-batch scale with it,
+        # micro-batches in flight at most inversely: stored = per-layer x min(mb (pp - r), batch/dp)),
+        # so once a configuration does not fit, the same one with a larger micro-batch does not either.
+        failed_from: dict[tuple[Any, ...], int] = {}
         for order, cand in enumerate(candidates, start=1):
+            c = cand.config
+            key = (cand.framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, c.offload_optimizer,
+                   c.offload_param, c.recompute, c.tp_comm_overlap, c.stage_layers)
+            if c.micro_batch >= failed_from.get(key, c.micro_batch + 1):
+                continue
             plan = self.memory(cand)
             if self.fits(plan):
                 self.fitting[cand] = plan
                 fitting.append(cand)
             else:
+                failed_from[key] = min(c.micro_batch, failed_from.get(key, c.micro_batch))
                 self._remember_miss(cand, plan, order)
         self.n_feasible = len(fitting)
         self.scanned = True

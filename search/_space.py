@@ -312,7 +312,7 @@ def enumerate_space(
     kv = int(model.kv_heads or model.heads)
     flash = model.attention == "flash"
     tps = [t for t in world_divisors if model.heads % t == 0 and kv % t == 0 and model.ffn % t == 0]
-    pps = [p for p in world_divisors if p <= model.layers]
+    pps = [p for p in world_divisors if p <= model.layers + 2]  # the embedding and head can fill a stage
     head_w = round(head_layers(model.vocab, model.hidden, model.params_per_layer, model.seq_len), 3)
     cps = [c for c in world_divisors if c == 1 or (flash and model.seq_len % (2 * c) == 0)]
     recomputes = _FLASH_RECOMPUTES if flash else _RECOMPUTES
