@@ -1,7 +1,7 @@
 """``autopar db | token``: migrate the service database, and create, list and revoke API tokens.
 
     autopar db upgrade [REV] | downgrade REV [--yes] | current
-    autopar token create --scope read|write [--name NAME] [--json] | list [--json] | revoke ID
+    autopar token create --scope read|write|admin [--tenant NAME] [--name NAME] [--json] | list [--json] | revoke ID
 
 A downgrade that would drop tables holding rows needs ``--yes``; tokens are printed once at
 creation and stored as SHA-256 only.
@@ -38,10 +38,14 @@ def add_admin_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                        description="API tokens for the REST service: send one as 'Authorization: Bearer <token>'.")
     tsub = t.add_subparsers(dest="token_command", required=True, metavar="ACTION")
     create = tsub.add_parser("create", help="create a token (printed once)")
-    create.add_argument("--scope", required=True, metavar="read|write", help="write includes read")
+    create.add_argument("--scope", required=True, metavar="read|write|admin",
+                        help="write includes read; admin includes write and cancels any tenant's search")
+    create.add_argument("--tenant", default="default", metavar="NAME",
+                        help="whose token it is: what it creates records the tenant, and it cancels only the "
+                             "tenant's searches (default: default)")
     create.add_argument("--name", default="unnamed", help="what the token is for (default: unnamed)")
     create.add_argument("--json", action="store_true", help="print the token and its id as JSON")
-    tlist = tsub.add_parser("list", help="list tokens (ids, names, scopes, dates; never the tokens)")
+    tlist = tsub.add_parser("list", help="list tokens (ids, names, tenants, scopes, dates; never the tokens)")
     tlist.add_argument("--json", action="store_true", help="print the list as JSON")
     revoke = tsub.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("token_id", metavar="ID")
@@ -111,14 +115,15 @@ def _when(moment: datetime | None) -> str | None:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from service.api._auth import SCOPES
+    from service.api._auth import SCOPES, check_tenant
 
     if args.token_command == "create":
         scopes = [s.strip() for s in args.scope.split(",") if s.strip()]
         unknown = [s for s in scopes if s not in SCOPES]
         if unknown or not scopes:  # checked before the database is opened: nothing is touched
-            raise SpecError("--scope", f"{', '.join(unknown) or 'nothing'} is not a scope", "use read or write")
+            raise SpecError("--scope", f"{', '.join(unknown) or 'nothing'} is not a scope", "use read, write or admin")
         args.scopes = scopes
+        check_tenant(args.tenant)
     _, db = current_database()
     try:
         return {"create": _token_create, "list": _token_list, "revoke": _token_revoke}[args.token_command](db, args)
@@ -130,14 +135,15 @@ def _token_create(db: Database, args: argparse.Namespace) -> int:
     from service.api._auth import create_token
     from service.store import ApiToken
 
-    token_id, token = create_token(db, args.name, args.scopes)
+    token_id, token = create_token(db, args.name, args.scopes, args.tenant)
     with db.session() as s:
         scopes = s.get_one(ApiToken, token_id).scopes.split()
     if args.json:
-        print(json.dumps({"id": token_id, "name": args.name, "scopes": scopes, "token": token,
+        print(json.dumps({"id": token_id, "name": args.name, "tenant": args.tenant, "scopes": scopes, "token": token,
                           "header": f"Authorization: Bearer {token}"}, indent=2))
         return 0
-    print(f"token {token_id} ({args.name}, scopes: {' '.join(scopes)}); shown only now, store it:\n{token}\n"
+    print(f"token {token_id} ({args.name}, tenant {args.tenant}, scopes: {' '.join(scopes)}); shown only now, "
+          f"store it:\n{token}\n"
           f"use it as:  curl -H 'Authorization: Bearer {token}' http://127.0.0.1:8000/v1/...\n"
           f"revoke it:  autopar token revoke {token_id}")
     return 0
@@ -150,7 +156,8 @@ def _token_list(db: Database, args: argparse.Namespace) -> int:
 
     with db.session() as s:
         rows = s.execute(select(ApiToken).order_by(ApiToken.created_at, ApiToken.id)).scalars().all()
-    tokens = [{"id": r.id, "name": r.name, "scopes": r.scopes.split(), "created_at": _when(r.created_at),
+    tokens = [{"id": r.id, "name": r.name, "tenant": r.tenant, "scopes": r.scopes.split(),
+               "created_at": _when(r.created_at),
                "last_used_at": _when(r.last_used_at), "revoked_at": _when(r.revoked_at)} for r in rows]
     if args.json:
         print(json.dumps(tokens, indent=2))
@@ -158,8 +165,8 @@ def _token_list(db: Database, args: argparse.Namespace) -> int:
     if not tokens:
         print("no tokens: create one with `autopar token create --scope read|write`")
         return 0
-    header = ("id", "name", "scopes", "created", "last used", "revoked")
-    table = [header, *((r.id, r.name, r.scopes, _when(r.created_at) or "-", _when(r.last_used_at) or "-",
+    header = ("id", "name", "tenant", "scopes", "created", "last used", "revoked")
+    table = [header, *((r.id, r.name, r.tenant, r.scopes, _when(r.created_at) or "-", _when(r.last_used_at) or "-",
                         _when(r.revoked_at) or "-") for r in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
     from service.api import Settings
 
+SWITCH_INTERVAL_S = 0.001
+"""The API process's GIL switch interval (Python's default is 5 ms)."""
 _RESTART_EVERY_S = 5.0
 """A worker process that died is started again, at most this often per slot."""
 
@@ -214,6 +216,10 @@ def _serve(args: argparse.Namespace) -> int:
         # p99 tail of the hot GET endpoints (58 ms -> 21 ms paced at 540 requests/s).
         gc.collect()
         gc.freeze()
+        # Threads holding the GIL for CPU work (a POST resolving its search) hand it over every
+        # 5 ms by default; a GET waiting behind them paid that several times per request. At 1 ms
+        # a GET's p99 during a 200-POST burst fell within 100 ms (benchmarks/service_load.py).
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         server = uvicorn.Server(uvicorn.Config(
             app, host=args.host, port=args.port, access_log=not args.no_access_log,
             timeout_graceful_shutdown=max(1, round(args.stop_timeout))))

@@ -84,7 +84,8 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
     for module in (_routes_health, _routes_presets, _routes_profiles, _routes_predict, _routes_searches,
                    _routes_runs, _routes_docs, _routes_ui):
         app.include_router(module.router)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,  # type: ignore[arg-type]
+                       timeout_s=settings.body_timeout_s)
     _document_app_wide_answers(app)
     _routes_health.install(app)  # request metrics, the outermost middleware: the 413s above count too
     return app

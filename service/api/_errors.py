@@ -24,6 +24,7 @@ from service.store import (
     StoreError,
 )
 from service.store._db import damaged
+from service.store._errors import nul_refused
 
 # pydantic error type -> how to fix it
 _FIXES = {
@@ -45,6 +46,15 @@ _FIXES = {
 
 TOO_LARGE_FLAG = "autopar.body_too_large"
 """Set in the ASGI scope by _body_limit when a streamed body passes the limit."""
+
+
+TIMEOUT_FLAG = "autopar.body_timeout"
+"""Set in the ASGI scope by _body_limit when a body did not arrive within the body timeout."""
+
+
+def too_slow_detail(timeout_s: float) -> dict[str, Any]:
+    return detail("body", f"the request body did not arrive completely within {timeout_s:g} s",
+                  "send the whole body at once (AUTOPAR_BODY_TIMEOUT_S sets the limit)", "timeout")
 
 
 def too_large_detail(max_bytes: int) -> dict[str, Any]:
@@ -115,6 +125,9 @@ def _http(request: Request, exc: Exception) -> JSONResponse:
     exc = cast(StarletteHTTPException, exc)
     if exc.status_code == 404:
         item = detail("path", "no such endpoint", "see /docs for the endpoints", "not_found")
+    elif exc.status_code == 400 and request.scope.get(TIMEOUT_FLAG):
+        item = too_slow_detail(request.app.state.autopar.settings.body_timeout_s)
+        return JSONResponse(error_body([item]), status_code=408, headers={"Connection": "close"})
     elif exc.status_code == 400 and request.scope.get(TOO_LARGE_FLAG):
         item = too_large_detail(request.app.state.autopar.settings.max_body_bytes)
         return JSONResponse(error_body([item]), status_code=413)
@@ -169,9 +182,7 @@ def _database(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError) and _is_damage(exc):
         return _store(request, damaged(request.app.state.autopar.db.url, "see the service log"))
     if isinstance(exc, DataError):  # e.g. PostgreSQL refuses NUL characters in text, even in a WHERE clause
-        item = detail("request", "a value the database cannot store or compare (such as a NUL character)",
-                      "remove NUL and other control characters from the path, query and body", "invalid_value")
-        return JSONResponse(error_body([item]), status_code=422)
+        return _store(request, nul_refused())  # SQLite's engine refuses them alike (service.store._db)
     item = detail("database", f"the service cannot use its database right now ({type(exc).__name__})",
                   "retry later; GET /readyz says when the database and its schema are usable again",
                   "unavailable")

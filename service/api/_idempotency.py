@@ -78,12 +78,14 @@ def body_hash(payload: BaseModel | dict[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class IdempotentRequest:
-    """The key (None without the header), the caller and the endpoint of one POST."""
+    """The key (None without the header), the caller (token id and tenant) and the endpoint of one POST."""
 
     key: str | None
     principal: str
     method: str
     path: str
+    tenant: str = ""
+    """The caller's tenant: what the POST creates records it."""
 
     def replay(self, db: Database, digest: str) -> Response | None:
         """The stored answer under this key, None when there is none; 422 when the key was used for
@@ -143,7 +145,7 @@ class IdempotentRequest:
 
 
 def idempotent_request(request: Request, principal: Writer, key: KeyHeader = None) -> IdempotentRequest:
-    return IdempotentRequest(key, principal.token_id, request.method, request.url.path)
+    return IdempotentRequest(key, principal.token_id, request.method, request.url.path, principal.tenant)
 
 
 Idempotency = Annotated[IdempotentRequest, Depends(idempotent_request)]

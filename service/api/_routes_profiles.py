@@ -89,7 +89,7 @@ def create_profile(
         row = Profile(id=uuid.uuid4().hex, name=(name or _default_name(fp))[:_TEXT_MAX],
                       schema_version=SCHEMA_VERSION, gpu_name=fp.gpu_name, gpus_per_node=fp.gpus_per_node,
                       fingerprint=_fingerprint_line(fp)[:_TEXT_MAX], measured_at=_measured_at(fp),
-                      body=json.loads(profile.to_json()), created_at=utc_now())
+                      body=json.loads(profile.to_json()), created_at=utc_now(), tenant=idem.tenant)
         s.add(row)
         out = ProfileOut.model_validate({**_summary(row), "body": row.body}).model_dump(mode="json")
         return Answer(201, out, f"/v1/profiles/{row.id}")

@@ -157,7 +157,8 @@ def create_run(_: Writer, body: RunIn, state: State, idem: Idempotency) -> Respo
                   request=request, iteration_time_s=body.iteration_time_s, peak_memory_bytes=body.peak_memory_bytes,
                   oom=body.oom, predicted_iteration_time_s=ev.prediction.iteration_time_s,
                   predicted_peak_memory_bytes=ev.prediction.peak_memory_bytes_per_gpu,
-                  predicted_fits=ev.prediction.feasible, autopar_version=autopar_version(), created_at=utc_now())
+                  predicted_fits=ev.prediction.feasible, autopar_version=autopar_version(), created_at=utc_now(),
+                  tenant=idem.tenant)
         s.add(row)
         return Answer(201, RunOut.model_validate(run_out(row)).model_dump(mode="json"), f"/v1/runs/{row.id}")
 

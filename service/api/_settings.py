@@ -42,6 +42,8 @@ class Settings:
     open_reads: bool = True
     """GET endpoints answer without a token (writes always need a token with the write scope)."""
     max_body_bytes: int = 1 << 20
+    body_timeout_s: float = 30.0
+    """A request body not complete this long after the request started is answered 408."""
     workers: int = 1
     """Worker processes ``autopar serve`` starts beside the API (0: searches wait for ``autopar worker``)."""
     lease_s: float = 30.0
@@ -60,6 +62,7 @@ class Settings:
             database_url=database_url(env),
             open_reads=_bool(env, "AUTOPAR_OPEN_READS", True),
             max_body_bytes=int(_number(env, "AUTOPAR_MAX_BODY_BYTES", 1 << 20, 1024, 1 << 30)),
+            body_timeout_s=_number(env, "AUTOPAR_BODY_TIMEOUT_S", 30.0, 0.1, 3600.0),
             workers=int(_number(env, "AUTOPAR_WORKERS", 1, 0, 64)),
             lease_s=_number(env, "AUTOPAR_LEASE_S", 30.0, 1.0, 3600.0),
             poll_s=_number(env, "AUTOPAR_POLL_S", 0.5, 0.01, 60.0),

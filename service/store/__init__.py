@@ -9,10 +9,22 @@ from service.store._errors import (
     StorageUnavailable,
     StoreError,
 )
-from service.store._tables import ApiToken, Base, IdempotencyKey, Profile, Run, Search, SearchConfig, utc_now
+from service.store._tables import (
+    DEFAULT_TENANT,
+    ApiToken,
+    Base,
+    IdempotencyKey,
+    Profile,
+    Run,
+    Search,
+    SearchConfig,
+    SearchTenant,
+    utc_now,
+)
 
 __all__ = [
     "DATA_DIR_ENV",
+    "DEFAULT_TENANT",
     "URL_ENV",
     "ApiToken",
     "Base",
@@ -26,6 +38,7 @@ __all__ = [
     "SchemaMismatch",
     "Search",
     "SearchConfig",
+    "SearchTenant",
     "StorageUnavailable",
     "StoreError",
     "data_dir",

@@ -25,7 +25,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 from search import SpecError
-from service.store._errors import DatabaseDamaged
+from service.store._errors import DatabaseDamaged, nul_refused
 
 URL_ENV = "AUTOPAR_DATABASE_URL"
 DATA_DIR_ENV = "AUTOPAR_DATA_DIR"
@@ -76,6 +76,22 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, Mapping):
+        return any(_has_nul(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def _refuse_nul(_conn: Any, _cursor: Any, _statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+    """SQLite stores a NUL in text; PostgreSQL refuses it. Refused here too, so both answer alike."""
+    if _has_nul(parameters):
+        raise nul_refused()
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; a SQLite file's directory is created on first use."""
     dialect = check_url(url)
@@ -85,6 +101,7 @@ def make_engine(url: str) -> Engine:
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "before_cursor_execute", _refuse_nul)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 

@@ -35,3 +35,9 @@ class Conflict(StoreError):
 
 class InvalidValue(StoreError):
     """A value the database cannot store or compare (a NUL character in text), refused on every backend."""
+
+
+def nul_refused() -> InvalidValue:
+    """The one answer to a NUL character in stored text, whichever database refused it."""
+    return InvalidValue("request", "a value the database cannot store or compare (such as a NUL character)",
+                        "remove NUL and other control characters from the path, query and body")

@@ -31,6 +31,9 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+DEFAULT_TENANT = "default"
+"""The tenant of tokens created without ``--tenant`` and of rows from before tenants existed."""
+
 Counter = BigInteger().with_variant(Integer(), "sqlite")
 """A 64-bit count (migration 0003): BIGINT on PostgreSQL; SQLite's INTEGER is 64-bit already."""
 
@@ -55,6 +58,8 @@ class Profile(Base):
     measured_at: Mapped[datetime | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     body: Mapped[dict[str, Any]] = mapped_column()
+    tenant: Mapped[str] = mapped_column(String(100), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT)
+    """The tenant whose token uploaded it (migration 0004)."""
 
 
 class Search(Base):
@@ -94,6 +99,8 @@ class Search(Base):
     hints: Mapped[list[Any] | None] = mapped_column(nullable=True)
     pareto_ranks: Mapped[list[Any] | None] = mapped_column(nullable=True)
     pareto: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    tenant: Mapped[str] = mapped_column(String(100), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT)
+    """The tenant that queued it; SearchTenant lists every tenant that wants it (migration 0004)."""
 
     __table_args__ = (
         Index("ix_searches_status_created", "status", "created_at"),
@@ -138,6 +145,17 @@ class Run(Base):
     predicted_fits: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     autopar_version: Mapped[str] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
+    tenant: Mapped[str] = mapped_column(String(100), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT)
+
+
+class SearchTenant(Base):
+    """A tenant that wants a search: identical requests of several tenants share one search, which
+    is cancelled only when none of them wants it any more (migration 0004)."""
+
+    __tablename__ = "search_tenants"
+    search_id: Mapped[str] = mapped_column(ForeignKey("searches.id", ondelete="CASCADE"), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
 
 
 class ApiToken(Base):
@@ -148,7 +166,9 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(200))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     scopes: Mapped[str] = mapped_column(String(100))
-    """Space-separated: read, write."""
+    """Space-separated: read, write, admin."""
+    tenant: Mapped[str] = mapped_column(String(100), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT)
+    """Whose token it is: what it creates records this tenant, and it cancels only this tenant's searches."""
     created_at: Mapped[datetime] = mapped_column(default=utc_now)
     last_used_at: Mapped[datetime | None] = mapped_column(nullable=True)
     revoked_at: Mapped[datetime | None] = mapped_column(nullable=True)

@@ -28,8 +28,9 @@ def _garbage(path: Path) -> None:
     path.write_bytes(bytes(range(256)) * 160)  # 40 KB that is no SQLite file
 
 
-def _damaged_mid_file(path: Path) -> None:
-    """A migrated database with rows over many pages, then one page in the middle overwritten."""
+def _damaged_mid_file(path: Path, every_page: bool = False) -> None:
+    """A migrated database with rows over many pages, then one page in the middle overwritten (or
+    every page after the schema's first: any read of a table meets the damage)."""
     db = Database(f"sqlite:///{path}")
     db.upgrade()
     with db.session() as s:
@@ -41,8 +42,9 @@ def _damaged_mid_file(path: Path) -> None:
     conn.close()
     pages = path.stat().st_size // 4096
     with path.open("r+b") as f:
-        f.seek(4096 * (pages // 2))
-        f.write(b"\xa5" * 4096)
+        for page in range(1, pages) if every_page else (pages // 2,):
+            f.seek(4096 * page)
+            f.write(b"\xa5" * 4096)
 
 
 @pytest.fixture(params=["not-a-database", "page-corrupted"])
@@ -98,7 +100,7 @@ def test_readyz_reports_damage_found_after_start(tmp_path: Path) -> None:
 def test_a_damaged_table_is_not_answered_retry_later(tmp_path: Path) -> None:
     """The request that meets the damage is told it is permanent (no Retry-After)."""
     path = tmp_path / "autopar.db"
-    _damaged_mid_file(path)  # the damage lies in the profiles: listing them meets it
+    _damaged_mid_file(path, every_page=True)  # listing the profiles meets the damage
     db = Database(f"sqlite:///{path}")
     app = create_app(Settings(database_url=db.url, workers=0), db=db, migrate=False)
     with TestClient(app) as client:

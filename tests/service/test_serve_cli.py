@@ -158,8 +158,8 @@ def test_bad_input_exits_2_and_touches_nothing(data_dir: Path, capsys: pytest.Ca
     assert run(capsys, "db", "upgrade")[0] == 0
     url = f"sqlite:///{data_dir / 'autopar.db'}"
 
-    code, _, err = run(capsys, "token", "create", "--scope", "admin")
-    assert (code, err) == (2, "autopar: error: --scope: admin is not a scope; use read or write\n")
+    code, _, err = run(capsys, "token", "create", "--scope", "owner")
+    assert (code, err) == (2, "autopar: error: --scope: owner is not a scope; use read, write or admin\n")
     assert tokens(url) == []
 
     elsewhere = data_dir.parent / "elsewhere"

@@ -177,3 +177,97 @@ def test_after_a_long_outage_the_worker_claims_again_within_two_seconds(monkeypa
     assert _worker.run_worker(settings, stop=clock) == 0
     assert max(clock.waits) <= _worker.MAX_BACKOFF_S <= 2.0, clock.waits
     assert sum(clock.waits) - 45.0 <= 2.0  # the first claim after the outage came within the cap
+
+
+# --- 4. the queue limit is exact under concurrent POSTs ---------------------------------------------
+
+
+def test_the_queue_limit_is_exact_under_200_concurrent_posts(settings: Settings, app_db: Database,
+                                                             auth: dict[str, str]) -> None:
+    """Before: with AUTOPAR_MAX_QUEUED=50, 200 concurrent POSTs left 63, 58 and 53 searches queued on
+    PostgreSQL (each counted the queue before the others committed)."""
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
+    from service.api import create_app
+
+    limited = dataclasses.replace(settings, max_queued=50)
+    with TestClient(create_app(limited, db=app_db, migrate=False)) as c:
+        def post(seed: int) -> int:  # 200 different requests (the seed is part of the request)
+            body = {**SEARCH, "cluster": {"preset": "dgx-h100"}, "budget": {"n_trials": 50, "seed": seed}}
+            return c.post("/v1/searches", json=body, headers=auth).status_code
+
+        with ThreadPoolExecutor(max_workers=64) as pool:
+            codes = list(pool.map(post, range(200)))
+    assert sorted(set(codes)) == [202, 429], codes
+    assert codes.count(202) == 50, codes.count(202)
+    with app_db.session() as s:
+        assert len(s.execute(select(Search.id).where(Search.status == "queued")).all()) == 50
+
+
+# --- 8. a body that never finishes; NUL in names -------------------------------------------------
+
+
+def test_a_body_that_never_finishes_is_answered_408_within_the_timeout(settings: Settings,
+                                                                         app_db: Database) -> None:
+    """Before: a request whose body never finished held its connection for over 90 s."""
+    import dataclasses
+    import json
+    import time
+
+    import anyio
+
+    from service.api import create_app
+
+    app = create_app(dataclasses.replace(settings, body_timeout_s=0.5), db=app_db, migrate=False)
+    sent: list[dict[str, Any]] = []
+
+    async def scenario() -> None:
+        messages = [{"type": "http.request", "body": b'{"model": ', "more_body": True}]
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop()
+            await anyio.sleep(3600)  # the rest of the body never comes
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/v1/predict", "raw_path": b"/v1/predict", "query_string": b"",
+                 "root_path": "", "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5000),
+                 "headers": [(b"content-type", b"application/json"), (b"content-length", b"5000")]}
+        with anyio.fail_after(10):
+            await app(scope, receive, send)
+
+    started = time.monotonic()
+    anyio.run(scenario)
+    assert time.monotonic() - started < 5
+    assert sent[0]["status"] == 408, sent
+    [item] = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))["detail"]
+    assert item["field"] == "body" and "AUTOPAR_BODY_TIMEOUT_S" in item["fix"]
+
+
+@pytest.mark.parametrize("where", ["model", "gpu", "profile-name"])
+def test_a_nul_in_a_name_gets_the_same_422_on_both_backends(client: TestClient, auth: dict[str, str],
+                                                            app_db: Database, where: str) -> None:
+    """Before: a NUL in a name was stored on SQLite but refused on PostgreSQL."""
+    shape = {"name": "my\x00model", "layers": 4, "hidden": 1024, "heads": 16, "ffn": 4096, "vocab": 32000,
+             "seq_len": 2048}
+    if where == "model":
+        r = client.post("/v1/searches", json={**SEARCH, "model": {"shape": shape}, "cluster": {"preset": "dgx-h100"}},
+                        headers=auth)
+    elif where == "gpu":
+        r = client.post("/v1/searches", json={**SEARCH, "cluster": {"gpu": {**GPU, "name": "h\x00100"}, "node": NODE}},
+                        headers=auth)
+    else:
+        from tests.service.api.test_profiles import profile
+
+        r = client.post("/v1/profiles", params={"name": "rack\x001"}, content=profile().to_json(),
+                        headers={**auth, "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    [item] = r.json()["detail"]
+    assert (item["field"], item["type"]) == ("request", "invalid_value") and "NUL" in item["msg"], item
+    with app_db.session() as s:
+        assert s.execute(select(Search.id)).first() is None
