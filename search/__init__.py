@@ -9,7 +9,7 @@ from search._cluster_spec import ClusterSpec, GPUSpec, NodeSpec
 from search._errors import AutoparError, SpecError, UnknownPresetError
 from search._hf_config import HF_ARCHITECTURES, model_from_hf_config
 from search._model_presets import MODEL_PRESET_PARAMS, MODEL_PRESETS, model_preset
-from search._model_spec import ModelSpec
+from search._model_spec import LAUNCH_ONLY_FIELDS, ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec, check_compatible
 from search._predict import predict, predict_memory, time_lower_bound_s
 from search._prediction import Prediction
@@ -31,6 +31,7 @@ __all__ = [
     "CLUSTER_PRESETS",
     "FRAMEWORK_TARGETS",
     "HF_ARCHITECTURES",
+    "LAUNCH_ONLY_FIELDS",
     "MODEL_PRESETS",
     "MODEL_PRESET_PARAMS",
     "OBJECTIVES",

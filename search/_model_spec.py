@@ -9,6 +9,8 @@ from search._checks import one_of, positive_int, positive_number
 from search._errors import SpecError
 
 Activation = Literal["gelu", "swiglu"]
+LAUNCH_ONLY_FIELDS: tuple[str, ...] = ("norm_eps", "rope_theta", "rope_scaling_factor", "rotary_percent")
+"""ModelSpec fields the cost model never reads: the launch files need them, a prediction does not."""
 PositionEmbedding = Literal["learned", "rope", "alibi"]
 Attention = Literal["flash", "standard"]
 

@@ -29,7 +29,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from search import AutoparError, ClusterSpec, GPUSpec, ModelSpec, ParallelConfig, SpecError, TrainingSpec
+from search import (
+    LAUNCH_ONLY_FIELDS,
+    AutoparError,
+    ClusterSpec,
+    GPUSpec,
+    ModelSpec,
+    ParallelConfig,
+    SpecError,
+    TrainingSpec,
+)
 from search._cluster_presets import GPUS
 from search._runs_file import NODE_FOR_GPU, run_from_record
 
@@ -121,7 +130,7 @@ def round_trip_differences(record: dict[str, Any], specs: Specs) -> list[str]:
     """What the calibration loader reads differently from what ran (names aside); empty when equal."""
     loaded = run_from_record(record)
     return [
-        *_differences("model", specs.model, loaded.model),
+        *_differences("model", specs.model, loaded.model, LAUNCH_ONLY_FIELDS),  # the schema needs no RoPE base
         *_differences("gpu", specs.cluster.gpu, loaded.cluster.gpu, ("name",)),
         *_differences("node", specs.cluster.node, loaded.cluster.node, ("name",)),
         *_differences("cluster", specs.cluster, loaded.cluster, ("name", "gpu", "node", "profile")),
