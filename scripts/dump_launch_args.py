@@ -17,7 +17,11 @@ import sys
 from pathlib import Path
 
 import search
-from service.launch import LaunchRequest, framework_env, megatron_args, megatron_deepspeed_args
+from service.launch import LaunchRequest, TrainingRecipe, framework_env, megatron_args, megatron_deepspeed_args
+
+# A complete recipe: without one the arguments hold placeholders the shell fills in at launch, which
+# parse_args would read literally.
+RECIPE = TrainingRecipe(data_path=("/data/corpus_text_document",), tokenizer="gpt2", lr=3e-4, train_iters=1000)
 
 # (model preset, cluster preset, nodes, global batch): shapes from GPT-3 to Llama 3 with GQA and SwiGLU.
 CASES = [("gpt-7.5b", "dgx-a100-80gb", 8, 256, "bf16"), ("gpt3-175b", "dgx-a100-80gb", 32, 1536, "fp16"),
@@ -58,7 +62,8 @@ def main() -> None:
             cands = [c for c in space.candidates if c.framework == framework]
             for cand in rng.sample(cands, min(a.per_space, len(cands))):
                 training = search.TrainingSpec(batch, prec, framework=framework)  # type: ignore[arg-type]
-                req = LaunchRequest(model=model, cluster=cluster, config=cand.config, training=training)
+                req = LaunchRequest(model=model, cluster=cluster, config=cand.config, training=training,
+                                    recipe=RECIPE)
                 argv = megatron_args(req) if framework == "megatron" else megatron_deepspeed_args(req)
                 cases.append({"framework": framework, "name": f"{model_name} {cand.config}",
                               "world_size": cluster.world_size, "argv": argv, "env": framework_env(req),

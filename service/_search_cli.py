@@ -213,7 +213,7 @@ def run_search(args: argparse.Namespace) -> int:
         if result.best is None:
             return EXIT_INFEASIBLE
         if args.emit:
-            emit(result, args, clusters[-1], model)
+            return emit(result, args, clusters[-1], model)
         return EXIT_OK
     results = [one(n, None if args.study_name is None else f"{args.study_name}-{n}n") for n in node_counts]
     if args.json:

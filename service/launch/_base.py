@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from search import ClusterSpec, HardwareProfile, ModelSpec, ParallelConfig, TrainingSpec
 
+from ._recipe import TrainingRecipe
+
 
 @dataclass(frozen=True, slots=True)
 class LaunchRequest:
@@ -27,11 +29,15 @@ class LaunchRequest:
     master_port: int = 29500
     nvme_path: str = "/local_nvme"
     """Swap directory for ZeRO-Infinity NVMe offload."""
-    train_script: str = "pretrain_gpt.py"
-    """The training entry point the launch command runs."""
+    train_script: str | None = None
+    """The training entry point the launch command runs; None: the framework's (``pretrain_gpt.py`` of
+    Megatron-LM / Megatron-DeepSpeed, run from its checkout; for plain DeepSpeed, which has no entry
+    point of its own, a ``TRAIN_SCRIPT`` placeholder set at launch)."""
     job_name: str = "autopar"
     profile: HardwareProfile | None = None
     """Measured hardware profile: supplies DeepSpeed's aio settings when NVMe is used."""
+    recipe: TrainingRecipe = field(default_factory=TrainingRecipe)
+    """Data, tokenizer, schedule, length, checkpoints and logging (placeholders where not given)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +49,5 @@ class LaunchFiles:
     """A shell command line, every value quoted."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment the framework needs (exported by the command / script)."""
+    notes: tuple[str, ...] = ()
+    """What the files leave to the user or could not check (said by the CLI and the API)."""

@@ -1,8 +1,17 @@
-"""DeepSpeed's ds_config.json for one ranked configuration, checked by DeepSpeed's own classes.
+"""DeepSpeed's ds_config.json for one ranked configuration.
 
 Facts (key names, defaults, what DeepSpeed refuses and what it silently accepts) are in
-``shared/reference/frameworks.md`` sections 1 and 10. deepspeed and torch are imported only by
-:func:`check_ds_config`, so importing this module stays cheap.
+``shared/reference/frameworks.md`` sections 1 and 10. Emission needs nothing but this module:
+:func:`refuse_ds_config` applies the rules of DeepSpeed's config classes that a configuration can
+break (the batch triple at the real data-parallel size, stages, offload devices, precision) and
+those DeepSpeed accepts but cannot run. :func:`check_ds_config` adds DeepSpeed's own
+``DeepSpeedZeroConfig`` and ``DeepSpeedConfig``; it imports deepspeed (and torch), so it runs
+where DeepSpeed is installed: in the tests and under ``autopar search --emit ... --check``.
+
+The optimizer is defined once, where the framework expects it: for plain DeepSpeed (the user's
+own training script) in the ds_config (AdamW with the recipe's learning rate, and the schedule
+as a DeepSpeed scheduler); for Megatron-DeepSpeed in Megatron's arguments (``--lr`` ...), which
+build the optimizer it hands to ``deepspeed.initialize``, so the ds_config has none.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from typing import Any
 
 from search import SpecError
 from service.launch._base import LaunchFiles, LaunchRequest
+from service.launch._recipe import REQUIRED
 
 # DeepSpeed's aio defaults (deepspeed/runtime/swap_tensor/constants.py), the keys the runtime reads.
 AIO_DEFAULTS: dict[str, Any] = {"block_size": 1048576, "queue_depth": 8, "intra_op_parallelism": 1,
@@ -30,7 +40,7 @@ _TOP_LEVEL_KEYS = frozenset({
     "checkpoint", "data_types", "memory_breakdown", "dump_state", "elasticity", "pipeline", "autotuning",
     "compression_training", "data_efficiency", "curriculum_learning", "disable_allgather", "compile", "timers",
 })
-_STEPS_PER_PRINT = 10
+_SCHEDULERS = {"cosine": "WarmupCosineLR", "linear": "WarmupDecayLR", "constant": "WarmupLR"}
 
 
 def _largest_param(request: LaunchRequest) -> int:
@@ -73,13 +83,14 @@ def ds_config(request: LaunchRequest) -> dict[str, Any]:
             param.update({"nvme_path": request.nvme_path, "buffer_count": 5,
                           "buffer_size": max(10**8, -(-part // 10**8) * 10**8)})
         zero["offload_param"] = param
+    r = request.recipe
     cfg: dict[str, Any] = {
         "train_batch_size": t.global_batch, "train_micro_batch_size_per_gpu": c.micro_batch,
-        "gradient_accumulation_steps": gas, "gradient_clipping": 1.0, "steps_per_print": _STEPS_PER_PRINT,
+        "gradient_accumulation_steps": gas, "gradient_clipping": r.clip_grad, "steps_per_print": r.log_interval,
         "zero_optimization": zero,
-        "optimizer": {"type": "AdamW",
-                      "params": {"lr": 1e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}},
     }
+    if t.framework == "deepspeed":
+        cfg.update(_optimizer(request))
     if t.precision == "bf16":
         cfg["bf16"] = {"enabled": True}
     else:
@@ -94,6 +105,47 @@ def ds_config(request: LaunchRequest) -> dict[str, Any]:
             "cpu_checkpointing": c.offload_param != "none",
         }
     return cfg
+
+
+def _optimizer(request: LaunchRequest) -> dict[str, Any]:
+    """Plain DeepSpeed: AdamW and its schedule from the recipe (none without a learning rate: the
+    user's script then passes its own optimizer to ``deepspeed.initialize``), and TensorBoard."""
+    r, out = request.recipe, {}
+    if r.tensorboard_dir is not None:
+        out["tensorboard"] = {"enabled": True, "output_path": r.tensorboard_dir, "job_name": request.job_name}
+    if r.lr is None:
+        return out
+    out["optimizer"] = {"type": "AdamW", "params": {"lr": r.lr, "betas": [r.adam_beta1, r.adam_beta2],
+                                                    "eps": r.adam_eps, "weight_decay": r.weight_decay}}
+    steps = r.iterations(request.training.global_batch, request.model.seq_len)
+    if steps is None:
+        return out
+    warmup = max(1, r.warmup(steps))  # DeepSpeed's schedulers refuse 0 warmup steps
+    params: dict[str, Any] = {"warmup_num_steps": warmup, "warmup_type": "linear"}
+    if r.lr_schedule == "cosine":
+        params.update(total_num_steps=steps, warmup_min_ratio=0.0, cos_min_ratio=r.min_lr / r.lr)
+    else:
+        params.update(warmup_min_lr=0.0, warmup_max_lr=r.lr)
+        if r.lr_schedule == "linear":
+            params["total_num_steps"] = steps
+    out["scheduler"] = {"type": _SCHEDULERS[r.lr_schedule], "params": params}
+    return out
+
+
+def deepspeed_notes(request: LaunchRequest) -> tuple[str, ...]:
+    """What plain DeepSpeed's ds_config cannot carry: the user's own script takes it."""
+    r, notes = request.recipe, []
+    if r.lr is None:
+        notes.append(f"ds_config.json has no optimizer: give --lr ({REQUIRED['lr'][1]}), or have your training "
+                     "script pass its optimizer to deepspeed.initialize")
+    elif r.iterations(request.training.global_batch, request.model.seq_len) is None:
+        notes.append("ds_config.json has no learning-rate schedule: give --train-iters or --tokens")
+    own = [name for name, given in (("data", r.data_path), ("tokenizer", r.tokenizer), ("checkpoints", r.save))
+           if given]
+    if own:
+        notes.append(f"plain DeepSpeed has no {', '.join(own)} options: pass your script's own arguments after "
+                     "the launch script (they are forwarded)")
+    return tuple(notes)
 
 
 class _DataParallelMpu:
@@ -146,9 +198,42 @@ def _refuse_silent(cfg: dict[str, Any]) -> None:
                             "set nvme_path to a directory on a local NVMe drive")
 
 
-def check_ds_config(cfg: dict[str, Any], dp: int) -> None:
-    """Validate ``cfg`` with DeepSpeed's own classes at data-parallel size ``dp``; raise SpecError."""
+def refuse_ds_config(cfg: dict[str, Any], dp: int) -> None:
+    """The rules of DeepSpeed's config classes that a configuration can break, and what DeepSpeed
+    accepts but cannot run; SpecError naming the key. Needs no DeepSpeed."""
     _refuse_silent(cfg)
+    zero = cfg.get("zero_optimization", {})
+    if zero.get("stage", 0) not in (0, 1, 2, 3):
+        raise SpecError("ds_config.zero_optimization.stage", f"{zero.get('stage')!r} is not 0-3", _FIX)
+    for name in ("offload_param", "offload_optimizer"):
+        body = zero.get(name)
+        if isinstance(body, dict) and body.get("device", "none") not in ("none", "cpu", "nvme"):
+            raise SpecError(f"ds_config.zero_optimization.{name}.device", f"{body.get('device')!r} is not "
+                            "none, cpu or nvme", _FIX)
+    triple = [cfg.get(k) for k in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                                   "train_batch_size")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in triple):
+        raise SpecError("ds_config.train_batch_size", "the batch triple needs three positive integers", _FIX)
+    micro, gas, total = (v if isinstance(v, int) else 0 for v in triple)
+    if total != micro * gas * dp:  # DeepSpeedConfig._batch_assertion, at the real data-parallel size
+        raise SpecError("ds_config.train_batch_size", f"{total} != micro-batch {micro} x gradient accumulation "
+                        f"{gas} x data-parallel size {dp}", "make the global batch micro * gas * dp")
+    enabled = [k for k in ("fp16", "bf16", "bfloat16") if isinstance(cfg.get(k), dict) and cfg[k].get("enabled")]
+    if len(enabled) > 1:
+        raise SpecError("ds_config.bf16", "bfloat16 and fp16 modes cannot be simultaneously enabled", "enable one")
+
+
+def check_ds_config(cfg: dict[str, Any], dp: int) -> None:
+    """:func:`refuse_ds_config`, then DeepSpeed's own classes at data-parallel size ``dp``; raise SpecError.
+
+    Imports deepspeed: ModuleNotFoundError where it is not installed (callers that can do without
+    say so in a note, see :func:`service.launch.verify`)."""
+    refuse_ds_config(cfg, dp)
+    deepspeed_classes_check(cfg, dp)
+
+
+def deepspeed_classes_check(cfg: dict[str, Any], dp: int) -> None:
+    """DeepSpeed's ``DeepSpeedZeroConfig`` and ``DeepSpeedConfig`` alone (no autopar rule first); SpecError."""
     import deepspeed.runtime.config as ds_runtime_config
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
 
@@ -170,7 +255,7 @@ def check_ds_config(cfg: dict[str, Any], dp: int) -> None:
 
 
 def emit_deepspeed(request: LaunchRequest) -> LaunchFiles:
-    """ds_config.json for ``request``, accepted by DeepSpeed; launchers build the command."""
+    """ds_config.json for ``request``, checked by :func:`refuse_ds_config`; launchers build the command."""
     c, framework = request.config, request.training.framework
     if framework == "deepspeed" and (c.tp > 1 or c.pp > 1 or c.cp > 1):
         raise SpecError("TrainingSpec.framework", "DeepSpeed alone has no tensor, pipeline or context parallelism",
@@ -181,5 +266,6 @@ def emit_deepspeed(request: LaunchRequest) -> LaunchFiles:
     if c.cp > 1:
         raise SpecError("ParallelConfig.cp", "Megatron-DeepSpeed has no context parallelism", "set cp=1")
     cfg = ds_config(request)
-    check_ds_config(cfg, c.dp)
-    return LaunchFiles(files={"ds_config.json": json.dumps(cfg, indent=2, sort_keys=True) + "\n"})
+    refuse_ds_config(cfg, c.dp)
+    notes = deepspeed_notes(request) if framework == "deepspeed" else ()
+    return LaunchFiles(files={"ds_config.json": json.dumps(cfg, indent=2, sort_keys=True) + "\n"}, notes=notes)

@@ -13,6 +13,12 @@ environment (``env=``) exported after the framework's own. Every value taken fro
   character (newline, ...) is refused;
 * the deepspeed hostfile is parsed with ``^(\\S+)\\s+slots=(\\d+)``, not by a shell, so a host
   name that is empty or contains whitespace is refused.
+
+Every script sets ``LAUNCH_DIR`` to the directory that holds the emitted files (its own directory;
+for Slurm, which runs a copy of the script, the directory it was submitted from), refers to the
+other emitted files through it, and passes its own arguments on to the training entry point
+(``"$@"``): ``bash launch_torchrun.sh --seed 7`` adds ``--seed 7``. The shell expands nothing else
+but the recipe placeholders (:func:`service.launch._shell.placeholder`).
 """
 
 from __future__ import annotations
@@ -24,10 +30,28 @@ from collections.abc import Mapping, Sequence
 from search import SpecError
 
 from ._base import LaunchFiles, LaunchRequest
-from ._shell import command, export_lines, quote
+from ._shell import command, export_lines, in_launch_dir, placeholder, quote
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+PASS_THROUGH = '"$@"'
+"""The script's own arguments, passed on to the training entry point."""
+_SCRIPT_DIR = ('LAUNCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"'
+               "  # the emitted files: this script's directory\n")
+TRAIN_SCRIPT = "pretrain_gpt.py"
+"""Megatron-LM's and Megatron-DeepSpeed's GPT entry point (relative: run from the framework's checkout)."""
+DS_ENV_FILE = ".deepspeed_env"
+
+
+def train_script(request: LaunchRequest) -> str:
+    """The entry point the launchers run: the request's, else the framework's (plain DeepSpeed has
+    none: a ``TRAIN_SCRIPT`` placeholder, set at launch)."""
+    if request.train_script is not None:
+        return request.train_script
+    if request.training.framework == "deepspeed":
+        return placeholder("TRAIN_SCRIPT", "your DeepSpeed training script, which takes --deepspeed "
+                                           "--deepspeed_config FILE")
+    return TRAIN_SCRIPT
 
 
 def framework_env(request: LaunchRequest) -> dict[str, str]:
@@ -69,14 +93,14 @@ def _script_argv(request: LaunchRequest, script_args: Sequence[str], module: str
     """``train_script args``, or ``-m module args`` when a module is given."""
     if module is not None:
         return ["-m", module, *script_args]
-    return [request.train_script, *script_args]
+    return [train_script(request), *script_args]
 
 
 def _check_quotable(request: LaunchRequest, script_args: Sequence[str], module: str | None = None) -> None:
     """Refuse NUL in any request value, naming its field, and a module that is no dotted Python name."""
     quote(request.job_name, "LaunchRequest.job_name")
     if module is None:
-        quote(request.train_script, "LaunchRequest.train_script")
+        quote(train_script(request), "LaunchRequest.train_script")
     elif not isinstance(module, str) or _MODULE.fullmatch(module) is None:
         raise SpecError("module", f"{module!r} is not a dotted Python module name",
                         "give a module importable on every node, e.g. 'torchtitan.train'")
@@ -119,11 +143,13 @@ def torchrun(request: LaunchRequest, script_args: Sequence[str], *, module: str 
     line = command(argv)
     notes = "".join(f"# node {i}: {json.dumps(host)}\n" for i, host in enumerate(_hosts(request)))
     script = ("#!/bin/bash\n"
-              "# Run this same script on every node; c10d rendezvous assigns the ranks.\n"
+              "# Run this same script on every node; c10d rendezvous assigns the ranks. Its arguments go on to\n"
+              "# the training entry point; an unset recipe value stops it with a message naming the variable.\n"
               f"{notes}"
               "set -euo pipefail\n"
+              f"{_SCRIPT_DIR}"
               f"{export_lines(exports)}"
-              f"{line}\n")
+              f"{line} {PASS_THROUGH}\n")
     return LaunchFiles(files={"launch_torchrun.sh": script}, command=line, env=exports)
 
 
@@ -131,15 +157,22 @@ def deepspeed_argv(request: LaunchRequest, script_args: Sequence[str]) -> list[s
     """The deepspeed launcher argv (pdsh to the hosts in ``hostfile``)."""
     _check_quotable(request, script_args)
     return ["deepspeed",
-            "--hostfile", "hostfile",
+            "--hostfile", in_launch_dir("hostfile"),
             "--master_addr", _master_addr(request),
             "--master_port", str(request.master_port),
             *_script_argv(request, script_args)]
 
 
 def deepspeed_launcher(request: LaunchRequest, script_args: Sequence[str]) -> LaunchFiles:
-    """``hostfile`` (``host slots=G`` per node) and the ``deepspeed --hostfile hostfile ...`` command."""
+    """``hostfile`` (``host slots=G`` per node), ``launch_deepspeed.sh`` (run once, on the first node)
+    and the ``deepspeed --hostfile ...`` command.
+
+    The launcher starts the other nodes' ranks over pdsh/ssh, which carries only a few variables
+    (``NCCL*``, ``PYTHON*``, ...); the framework's environment goes to every rank through
+    ``.deepspeed_env`` (``DS_ENV_FILE`` points the launcher at it).
+    """
     argv = deepspeed_argv(request, script_args)
+    env = framework_env(request)
     gpn = request.cluster.node.gpus_per_node
     lines = []
     for host in _hosts(request):
@@ -148,7 +181,21 @@ def deepspeed_launcher(request: LaunchRequest, script_args: Sequence[str]) -> La
                             "which the deepspeed hostfile format (host slots=N) cannot carry",
                             "use the node's host name or address")
         lines.append(f"{host} slots={gpn}\n")
-    return LaunchFiles(files={"hostfile": "".join(lines)}, command=command(argv), env=framework_env(request))
+    files = {"hostfile": "".join(lines)}
+    exports: dict[str, str] = {}
+    if env:
+        export_lines(env)  # refuses a bad name or value before it reaches the file
+        files[DS_ENV_FILE] = "".join(f"{name}={value}\n" for name, value in env.items())
+        exports = {**env, "DS_ENV_FILE": in_launch_dir(DS_ENV_FILE)}
+    files["launch_deepspeed.sh"] = ("#!/bin/bash\n"
+                                    "# Run once, on the first node: the deepspeed launcher starts every rank of the "
+                                    "hostfile over ssh.\n# Its arguments go on to the training entry point; an unset "
+                                    "recipe value stops it with a message.\n"
+                                    "set -euo pipefail\n"
+                                    f"{_SCRIPT_DIR}"
+                                    f"{export_lines(exports)}"
+                                    f"{command(argv)} {PASS_THROUGH}\n")
+    return LaunchFiles(files=files, command=command(argv), env=env)
 
 
 def slurm(request: LaunchRequest, script_args: Sequence[str], *, module: str | None = None,
@@ -158,7 +205,8 @@ def slurm(request: LaunchRequest, script_args: Sequence[str], *, module: str | N
     ``$SLURM_JOB_NODELIST``, ``$SLURM_NNODES``, ``$SLURM_JOB_ID`` and ``$MASTER_ADDR`` are left
     to the shell on purpose (in double quotes): Slurm sets them when the job runs. Every value
     from the request is single-quoted. ``module`` and ``env`` as for :func:`torchrun` (srun
-    passes the exported environment on to the tasks).
+    passes the exported environment on to the tasks). Slurm runs a copy of the script, so the
+    launch directory is the one ``sbatch`` ran in (``$SLURM_SUBMIT_DIR``): submit from it.
     """
     _check_quotable(request, script_args, module)
     if _CONTROL.search(request.job_name):
@@ -175,6 +223,8 @@ def slurm(request: LaunchRequest, script_args: Sequence[str], *, module: str | N
               f"#SBATCH --gpus-per-node={gpn}\n"
               "#SBATCH --exclusive\n"
               "set -euo pipefail\n"
+              '# Slurm runs a copy of this script: the emitted files are where sbatch was run (submit from there).\n'
+              'LAUNCH_DIR="${SLURM_SUBMIT_DIR:-$PWD}"\n'
               f"{export_lines(exports)}"
               '# Slurm variables below are expanded by the shell at run time, on purpose.\n'
               '# First node of the allocation; sed reads all input (head -n 1 would exit early and,\n'
@@ -182,5 +232,5 @@ def slurm(request: LaunchRequest, script_args: Sequence[str], *, module: str | N
               'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"\n'
               "export MASTER_ADDR\n"
               f'srun torchrun --nnodes "$SLURM_NNODES" --nproc-per-node {gpn} --rdzv-id "$SLURM_JOB_ID" '
-              f'--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:{int(request.master_port)}" {run}\n')
+              f'--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:{int(request.master_port)}" {run} {PASS_THROUGH}\n')
     return LaunchFiles(files={"job.sbatch": script}, command="sbatch job.sbatch", env=exports)

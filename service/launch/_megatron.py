@@ -19,6 +19,7 @@ from search import ModelSpec, SpecError
 
 from ._base import LaunchFiles, LaunchRequest
 from ._launchers import torchrun
+from ._megatron_recipe import MEGATRON_RECIPE, model_settings, recipe_args
 
 FLAGS_FILE = Path(__file__).with_name("megatron_flags.txt")
 _FIELD = "megatron_args"
@@ -104,7 +105,13 @@ def shape_args(m: ModelSpec, spelling: ShapeSpelling) -> list[str]:
 
 
 def megatron_args(request: LaunchRequest) -> list[str]:
-    """The ``pretrain_gpt.py`` arguments for ``request`` (parallelism, batch, memory policy, precision, model)."""
+    """The ``pretrain_gpt.py`` arguments for ``request`` (parallelism, batch, memory policy, precision, model,
+    then the model's own settings and the training recipe)."""
+    return megatron_args_and_notes(request)[0]
+
+
+def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str]]:
+    """:func:`megatron_args` and what the user still has to know (placeholders to set, rounding, ...)."""
     if request.training.framework != "megatron":
         raise SpecError("TrainingSpec.framework", f"{request.training.framework!r} is not run by Megatron-LM",
                         "use the emitter of that framework, or framework='megatron'")
@@ -154,7 +161,9 @@ def megatron_args(request: LaunchRequest) -> list[str]:
     else:
         args.append("--bf16")
     args += shape_args(m, MEGATRON_SPELLING)
-    return args
+    settings, notes = model_settings(m, c.tp, MEGATRON_RECIPE)
+    recipe, recipe_notes = recipe_args(request, MEGATRON_RECIPE)
+    return [*args, *settings, *recipe], [*notes, *recipe_notes]
 
 
 def arg_values(argv: Sequence[str]) -> dict[str, str | None]:
@@ -167,12 +176,18 @@ def arg_values(argv: Sequence[str]) -> dict[str, str | None]:
     return out
 
 
+def is_placeholder(text: str | None) -> bool:
+    """A value the shell fills in at launch (a recipe placeholder): not known here."""
+    return text is not None and text.startswith("${")
+
+
 def int_value(values: dict[str, str | None], flag: str, default: int | None, field: str = _FIELD) -> int | None:
-    """``flag``'s integer value, ``default`` when absent; SpecError on ``field`` when not an integer."""
+    """``flag``'s integer value, ``default`` when absent or a placeholder; SpecError on ``field`` when not an
+    integer."""
     text = values.get(flag)
     if flag in values and text is None:
         raise SpecError(field, f"{flag} has no value", f"give {flag} an integer")
-    if text is None:
+    if text is None or is_placeholder(text):
         return default
     try:
         return int(text)
@@ -237,12 +252,47 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
     if heads is not None and heads % tp:
         raise SpecError(_FIELD, f"attention heads ({heads}) are not divisible by tp ({tp})",
                         "choose a tp that divides the head count")
+    check_recipe_args(v, _FIELD)
+    int_value(v, "--rotary-base", None)  # type=int in arguments.py
+    if "--mock-data" in v and "--data-path" in v:
+        raise SpecError(_FIELD, "A single data source must be provided (--mock-data and --data-path)",
+                        "give one of them")
+
+
+def float_value(values: dict[str, str | None], flag: str, field: str) -> float | None:
+    """``flag``'s number, None when absent or a placeholder; SpecError on ``field`` when not a number."""
+    text = values.get(flag)
+    if text is None or is_placeholder(text):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise SpecError(field, f"{flag} {text!r} is not a number", f"give {flag} a number") from None
+
+
+def check_recipe_args(v: dict[str, str | None], field: str) -> None:
+    """``validate_args``' rules on the recipe (both forks): iteration- or sample-based training, one
+    warmup form, ``--min-lr <= --lr``, ``--save`` with a positive ``--save-interval``."""
+    if "--train-iters" in v and "--train-samples" in v:
+        raise SpecError(field, "expected iteration-based training (--train-iters with --train-samples)",
+                        "give one of them")
+    if (int_value(v, "--lr-warmup-iters", 0, field) or 0) and "--lr-warmup-fraction" in v:
+        raise SpecError(field, "can only specify one of lr-warmup-fraction and lr-warmup-iters", "give one")
+    lr, min_lr = float_value(v, "--lr", field), float_value(v, "--min-lr", field)
+    if lr is not None and min_lr is not None and min_lr > lr:
+        raise SpecError(field, f"--min-lr {min_lr} is above --lr {lr}", "give --min-lr <= --lr")
+    if "--save" in v and (int_value(v, "--save-interval", None, field) or 0) <= 0:
+        raise SpecError(field, "--save needs a positive --save-interval", "add --save-interval N")
+    for flag in ("--norm-epsilon", "--layernorm-epsilon", "--weight-decay", "--clip-grad", "--adam-beta1",
+                 "--adam-beta2", "--adam-eps", "--rope-scaling-factor", "--rotary-percent"):
+        float_value(v, flag, field)
 
 
 def emit_megatron(request: LaunchRequest) -> LaunchFiles:
-    """``megatron_args.txt`` (one argument per line) and the torchrun command that runs ``pretrain_gpt.py``."""
-    args = megatron_args(request)
+    """``megatron_args.txt`` (one argument per line, placeholders as the shell sees them) and the torchrun
+    command that runs ``pretrain_gpt.py``."""
+    args, notes = megatron_args_and_notes(request)
     check_megatron_args(args, request.config.world_size)
     launch = torchrun(request, args)
     return LaunchFiles(files={"megatron_args.txt": "".join(f"{a}\n" for a in args)},
-                       command=launch.command, env=launch.env)
+                       command=launch.command, env=launch.env, notes=tuple(notes))

@@ -6,7 +6,7 @@ Facts from ``shared/reference/frameworks.md`` §5 (Megatron-DeepSpeed) and the f
 ``megatron_deepspeed_flags.txt``; regenerate with
 ``scripts/extract_megatron_flags.py --megatron-deepspeed DIR --commit SHA``):
 
-* ``--deepspeed --deepspeed_config ds_config.json --zero-stage N`` (``N`` must equal the
+* ``--deepspeed --deepspeed_config "${LAUNCH_DIR:-.}/ds_config.json" --zero-stage N`` (``N`` must equal the
   ds_config's stage: ``pretrain_gpt.py`` wraps model construction in ``deepspeed.zero.Init``
   only when ``args.zero_stage == 3``);
 * with pp == 1, ``--no-pipeline-parallel`` selects the plain ``GPTModel`` that takes any ZeRO
@@ -23,7 +23,10 @@ Facts from ``shared/reference/frameworks.md`` §5 (Megatron-DeepSpeed) and the f
   ``--normalization rmsnorm``, ``--use-flash-attn-v2``;
 * no ``--context-parallel-size``, ``--overlap-grad-reduce`` or ``--overlap-param-gather``
   (DeepSpeed's ``overlap_comm`` in the ds_config does that work), and no
-  ``--use-distributed-optimizer`` (ZeRO shards the optimizer).
+  ``--use-distributed-optimizer`` (ZeRO shards the optimizer);
+* the optimizer once: Megatron's (``--lr``, ``--weight-decay``, ``--adam-beta*``, from the
+  recipe), handed to ``deepspeed.initialize`` (``megatron/training.py``
+  ``setup_model_and_optimizer``); the ds_config has no ``optimizer`` section.
 """
 
 from __future__ import annotations
@@ -36,7 +39,17 @@ from search import SpecError
 from ._base import LaunchFiles, LaunchRequest
 from ._deepspeed import emit_deepspeed
 from ._launchers import torchrun
-from ._megatron import ShapeSpelling, arg_values, check_request, int_value, read_flag_file, shape_args
+from ._megatron import (
+    ShapeSpelling,
+    arg_values,
+    check_recipe_args,
+    check_request,
+    int_value,
+    read_flag_file,
+    shape_args,
+)
+from ._megatron_recipe import MEGATRON_DEEPSPEED_RECIPE, model_settings, recipe_args
+from ._shell import in_launch_dir
 
 FLAGS_FILE = Path(__file__).with_name("megatron_deepspeed_flags.txt")
 SPELLING = ShapeSpelling(gqa=("--num-key-value-heads",), rmsnorm=("--normalization", "rmsnorm"),
@@ -56,8 +69,15 @@ def megatron_deepspeed_release() -> str:
     return read_flag_file(FLAGS_FILE)[0]
 
 
-def megatron_deepspeed_args(request: LaunchRequest, ds_config_path: str = DS_CONFIG_NAME) -> list[str]:
-    """The Megatron-DeepSpeed ``pretrain_gpt.py`` arguments for ``request``."""
+def megatron_deepspeed_args(request: LaunchRequest, ds_config_path: str | None = None) -> list[str]:
+    """The Megatron-DeepSpeed ``pretrain_gpt.py`` arguments for ``request`` (the ds_config in the
+    launch directory unless ``ds_config_path`` is given)."""
+    return megatron_deepspeed_args_and_notes(request, ds_config_path)[0]
+
+
+def megatron_deepspeed_args_and_notes(request: LaunchRequest,
+                                      ds_config_path: str | None = None) -> tuple[list[str], list[str]]:
+    """:func:`megatron_deepspeed_args` and what the user still has to know."""
     if request.training.framework != "megatron-deepspeed":
         raise SpecError("TrainingSpec.framework", f"{request.training.framework!r} is not run by Megatron-DeepSpeed",
                         "use the emitter of that framework, or framework='megatron-deepspeed'")
@@ -90,8 +110,12 @@ def megatron_deepspeed_args(request: LaunchRequest, ds_config_path: str = DS_CON
         args += ["--remote-device", c.offload_param, "--use-pin-memory"]
     args.append("--fp16" if t.precision == "fp16" else "--bf16")
     args += shape_args(m, SPELLING)
-    args += ["--deepspeed", "--deepspeed_config", ds_config_path, "--zero-stage", str(c.zero_stage)]
-    return args
+    settings, notes = model_settings(m, c.tp, MEGATRON_DEEPSPEED_RECIPE)
+    recipe, recipe_notes = recipe_args(request, MEGATRON_DEEPSPEED_RECIPE)
+    args += [*settings, *recipe]
+    config = in_launch_dir(DS_CONFIG_NAME) if ds_config_path is None else ds_config_path
+    args += ["--deepspeed", "--deepspeed_config", config, "--zero-stage", str(c.zero_stage)]
+    return args, [*notes, *recipe_notes]
 
 
 def check_megatron_deepspeed_args(argv: Sequence[str], world_size: int, ds_zero_stage: int | None = None) -> None:
@@ -159,13 +183,15 @@ def check_megatron_deepspeed_args(argv: Sequence[str], world_size: int, ds_zero_
     if seq is not None and pos is not None and pos < seq:
         raise SpecError(_FIELD, f"--max-position-embeddings ({pos}) is below --seq-length ({seq})",
                         "give at least the sequence length")
+    check_recipe_args(v, _FIELD)
+    int_value(v, "--rotary-position-embeddings-theta", None, _FIELD)  # type=int
 
 
 def emit_megatron_deepspeed(request: LaunchRequest) -> LaunchFiles:
     """``ds_config.json`` (checked by DeepSpeed), ``megatron_deepspeed_args.txt`` and the torchrun command."""
     ds = emit_deepspeed(request)
-    args = megatron_deepspeed_args(request)
+    args, notes = megatron_deepspeed_args_and_notes(request)
     check_megatron_deepspeed_args(args, request.config.world_size, request.config.zero_stage)
     launch = torchrun(request, args)
     files = {**ds.files, "megatron_deepspeed_args.txt": "".join(f"{a}\n" for a in args)}
-    return LaunchFiles(files=files, command=launch.command, env=launch.env)
+    return LaunchFiles(files=files, command=launch.command, env=launch.env, notes=(*ds.notes, *notes))

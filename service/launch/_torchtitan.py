@@ -36,10 +36,11 @@ lines of the 0.3.0 wheel:
 * CPU offload: ``enable_cpu_offload`` moves parameters, gradients and optimizer states together
   (FSDP2 ``CPUOffloadPolicy``), nothing goes to NVMe.
 
-The command is torchrun with a c10d rendezvous running ``-m torchtitan.train --module
-autopar_torchtitan --config autopar``; the launch directory goes on ``PYTHONPATH`` (``env``).
-Values from the request reach the module only as ``repr`` literals or integers, and the shell
-only through :func:`service.launch.quote`.
+The module then sets the model spec's RoPE and norm settings and the training recipe
+(:mod:`service.launch._torchtitan_recipe`). The command is torchrun with a c10d rendezvous running
+``-m torchtitan.train --module autopar_torchtitan --config autopar``; the launch directory (the
+scripts' ``LAUNCH_DIR``) goes first on ``PYTHONPATH`` (``env``). Values from the request reach the
+module only as ``repr`` literals or integers, and the shell only through :func:`service.launch.quote`.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ from search import SpecError
 
 from ._base import LaunchFiles, LaunchRequest
 from ._launchers import torchrun_argv
-from ._shell import command, quote
+from ._shell import command, python_path
+from ._torchtitan_recipe import ENV_HELPER, model_lines, recipe_lines
 
 TORCHTITAN_RELEASE = "0.3.0"
 CONFIG_MODULE = "autopar_torchtitan"
@@ -80,7 +82,10 @@ class Flavor:
 FLAVORS = (Flavor("8B", "llama3_8b", "llama3-8b"), Flavor("70B", "llama3_70b", "llama3-70b"),
            Flavor("405B", "llama3_405b", "llama3-405b"))
 _SHAPE = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "activation", "norm", "position_embedding",
-          "bias", "tied_embeddings", "attention", "dropout")
+          "bias", "tied_embeddings", "attention", "dropout", "qkv_bias", "qk_norm", "rotary_percent",
+          "parallel_residual")
+_SET_HERE = ("name", "seq_len", "norm_eps", "rope_theta", "rope_scaling_factor")
+"""ModelSpec fields the module sets itself (or that are not part of the flavor)."""
 _AC = {"none": ("None", None), "selective": ("SelectiveAC.Config()", "SelectiveAC"),
        "full": ("FullAC.Config()", "FullAC")}
 _RESHARD = {2: ("never", "ZeRO-2: parameters stay gathered from forward to backward"),
@@ -88,10 +93,11 @@ _RESHARD = {2: ("never", "ZeRO-2: parameters stay gathered from forward to backw
 
 
 def match_flavor(model: search.ModelSpec) -> Flavor:
-    """The torchtitan llama3 flavor with ``model``'s shape (every field but name and seq_len), or SpecError."""
+    """The torchtitan llama3 flavor with ``model``'s shape (every field but name, seq_len and the RoPE and
+    norm settings the module sets), or SpecError."""
     for flavor in FLAVORS:
         preset = search.model_preset(flavor.preset)
-        if dataclasses.replace(preset, name=model.name, seq_len=model.seq_len) == model:
+        if dataclasses.replace(preset, **{f: getattr(model, f) for f in _SET_HERE}) == model:
             return flavor
     known = ", ".join(f"{f.registry} ({f.preset})" for f in FLAVORS)
     fix = (f"use the shape of one of torchtitan {TORCHTITAN_RELEASE}'s llama3 registry functions: {known}; "
@@ -234,6 +240,8 @@ def torchtitan_config(request: LaunchRequest) -> str:
     imports = _Imports()
     helper, start, base = _base(flavor, fp8, imports)
     imports.add("torchtitan.trainer", "Trainer")
+    imports.add("torchtitan.components.optimizer", "default_adamw")
+    recipe, reads_env, _ = recipe_lines(request)
     if ac_class:
         imports.add("torchtitan.distributed.activation_checkpoint", ac_class)
     offload = c.offload_optimizer == "cpu" and c.offload_param == "cpu"
@@ -303,15 +311,19 @@ def torchtitan_config(request: LaunchRequest) -> str:
         "",
         "Run on every node, with this file's directory on PYTHONPATH:",
         f"    torchrun ... -m {TRAIN_MODULE} --module {CONFIG_MODULE} --config {CONFIG_FUNCTION}",
-        "What is not set here (dataset, hf_assets_path, optimizer, learning-rate schedule, steps,",
-        "checkpointing) is the registry function's; its paths are relative to the working directory.",
+        "The model spec's RoPE and norm settings and the training recipe (tokenizer, dataset, steps,",
+        "optimizer, schedule, checkpoints, logging) are set at the end; a recipe value autopar was not",
+        "given is read from the environment. The rest is the registry function's; relative paths are",
+        "relative to the working directory.",
         '"""',
         "",
+        *(["import os", ""] if reads_env else []),
         *imports.lines(),
         "",
         f"AUTOPAR_MODEL = {m.name!r}",
         f"AUTOPAR_WORLD_SIZE = {world:d}",
         *(helper.rstrip("\n").split("\n") if helper else []),
+        *(ENV_HELPER.rstrip("\n").split("\n") if reads_env else []),
         "",
         "",
         f"def {CONFIG_FUNCTION}() -> Trainer.Config:",
@@ -323,21 +335,23 @@ def torchtitan_config(request: LaunchRequest) -> str:
         *tr,
         "",
         *extra,
+        "",
+        *model_lines(request),
+        "",
+        *recipe,
         "    return config",
     ]
     return "\n".join(doc) + "\n"
 
 
-def emit_torchtitan(request: LaunchRequest, *, launch_dir: str = ".") -> LaunchFiles:
+def emit_torchtitan(request: LaunchRequest) -> LaunchFiles:
     """``autopar_torchtitan.py`` and the torchrun line that runs ``-m torchtitan.train`` with it.
 
-    ``launch_dir`` is where the module is written; it goes on ``PYTHONPATH`` (in ``env``) so
-    every worker can import the module whatever its working directory.
+    ``env`` puts the launch directory (the scripts' ``LAUNCH_DIR``, where the module lies) first on
+    ``PYTHONPATH``, so every worker imports the module whatever its working directory.
     """
-    if not isinstance(launch_dir, str) or not launch_dir or ":" in launch_dir:
-        raise SpecError("launch_dir", f"{launch_dir!r} cannot be a PYTHONPATH entry (empty, or ':' splits it)",
-                        "write the launch files to a directory whose path has no ':'")
-    quote(launch_dir, "launch_dir")
     text = torchtitan_config(request)
+    notes = recipe_lines(request)[2]
     argv = torchrun_argv(request, ["--module", CONFIG_MODULE, "--config", CONFIG_FUNCTION], module=TRAIN_MODULE)
-    return LaunchFiles(files={f"{CONFIG_MODULE}.py": text}, command=command(argv), env={"PYTHONPATH": launch_dir})
+    return LaunchFiles(files={f"{CONFIG_MODULE}.py": text}, command=command(argv),
+                       env={"PYTHONPATH": python_path()}, notes=tuple(notes))

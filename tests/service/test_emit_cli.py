@@ -20,7 +20,8 @@ def test_emit_writes_every_target_for_the_best_configuration(tmp_path: Path,
     code = main([*SMALL, "--framework", "deepspeed", "--emit", "deepspeed,torchrun,deepspeed-launcher,slurm",
                  "--out", str(out), "--hosts", "gpu-a"])
     assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["ds_config.json", "hostfile", "job.sbatch", "launch_torchrun.sh"]
+    assert sorted(p.name for p in out.iterdir()) == ["ds_config.json", "hostfile", "job.sbatch", "launch_deepspeed.sh",
+                                                     "launch_torchrun.sh"]
     cfg = json.loads((out / "ds_config.json").read_text())
     check_ds_config(cfg, dp=cfg["train_batch_size"] // (cfg["train_micro_batch_size_per_gpu"]
                                                         * cfg["gradient_accumulation_steps"]))
@@ -48,7 +49,7 @@ def test_emit_megatron_writes_checked_arguments(tmp_path: Path, capsys: pytest.C
 
     out = tmp_path / "launch"
     assert main([*SMALL, "--framework", "megatron", "--emit", "megatron", "--out", str(out)]) == 0
-    argv = (out / "megatron_args.txt").read_text().split()
+    argv = (out / "megatron_args.txt").read_text().splitlines()
     check_megatron_args(argv, world_size=8)
     command = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("megatron: "))
     assert shlex.split(command.removeprefix("megatron: "))[-len(argv):] == argv
@@ -61,7 +62,7 @@ def test_emit_megatron_deepspeed_writes_args_and_a_matching_ds_config(tmp_path: 
     out = tmp_path / "launch"
     assert main([*SMALL, "--framework", "megatron-deepspeed", "--emit", "megatron-deepspeed,torchrun",
                  "--out", str(out)]) == 0
-    argv = (out / "megatron_deepspeed_args.txt").read_text().split()
+    argv = (out / "megatron_deepspeed_args.txt").read_text().splitlines()
     cfg = json.loads((out / "ds_config.json").read_text())
     check_megatron_deepspeed_args(argv, world_size=8, ds_zero_stage=cfg["zero_optimization"]["stage"])
     torchrun = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("torchrun: "))
@@ -70,7 +71,7 @@ def test_emit_megatron_deepspeed_writes_args_and_a_matching_ds_config(tmp_path: 
 
 def test_emit_torchtitan_for_an_fsdp_configuration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """torchtitan runs llama3 flavors: the config module lands in --out and the torchrun line runs
-    -m torchtitan.train with it, PYTHONPATH pointing at --out."""
+    -m torchtitan.train with it, PYTHONPATH pointing at the script's own directory."""
     out = tmp_path / "launch"
     args = ["search", "--model", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "64", "--top", "1",
             "--framework", "fsdp", "--emit", "torchtitan,torchrun", "--out", str(out)]
@@ -78,7 +79,8 @@ def test_emit_torchtitan_for_an_fsdp_configuration(tmp_path: Path, capsys: pytes
     assert sorted(p.name for p in out.iterdir()) == ["autopar_torchtitan.py", "launch_torchrun.sh"]
     compile((out / "autopar_torchtitan.py").read_text(), "autopar_torchtitan.py", "exec")
     script = (out / "launch_torchrun.sh").read_text()
-    assert f"export PYTHONPATH={shlex.quote(str(out.resolve()))}" in script
+    assert 'export PYTHONPATH="${LAUNCH_DIR:-.}${PYTHONPATH:+:$PYTHONPATH}"' in script  # no emitting-host path
+    assert str(tmp_path) not in script
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("torchrun: "))
     argv = shlex.split(line.removeprefix("torchrun: "))
     assert argv[argv.index("-m") + 1:] == ["torchtitan.train", "--module", "autopar_torchtitan", "--config", "autopar"]

@@ -1,4 +1,5 @@
-"""ds_config emission: every emitted config passes DeepSpeed's own classes (run on CPU)."""
+"""ds_config emission: every emitted config passes autopar's rules and DeepSpeed's own classes (run on CPU);
+what DeepSpeed's classes refuse, autopar's rules (which emission uses, without DeepSpeed) refuse too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import pytest
 
 import search
 from service.launch._base import LaunchRequest
-from service.launch._deepspeed import check_ds_config, ds_config, emit_deepspeed
+from service.launch._deepspeed import (
+    check_ds_config,
+    deepspeed_classes_check,
+    ds_config,
+    emit_deepspeed,
+    refuse_ds_config,
+)
+from service.launch._recipe import TrainingRecipe
 
 GOLDEN = Path(__file__).parent / "golden"
 SMALL = search.model_preset("gpt-1.7b")
@@ -30,11 +38,11 @@ def _grid() -> list[tuple[str, search.ParallelConfig]]:
 
 
 def _request(framework: str, config: search.ParallelConfig, precision: str = "bf16",
-             profile: search.HardwareProfile | None = None) -> LaunchRequest:
+             profile: search.HardwareProfile | None = None, recipe: TrainingRecipe | None = None) -> LaunchRequest:
     return LaunchRequest(model=SMALL, cluster=search.cluster_preset("dgx-h100"), config=config,
                          training=search.TrainingSpec(global_batch=32, precision=precision,  # type: ignore[arg-type]
                                                       framework=framework),  # type: ignore[arg-type]
-                         profile=profile)
+                         profile=profile, recipe=recipe or TrainingRecipe())
 
 
 @pytest.mark.parametrize(("framework", "config"), _grid())
@@ -80,15 +88,27 @@ def test_refuses_what_deepspeed_silently_accepts(cfg: dict[str, Any], key: str) 
     assert key in info.value.field
 
 
-@pytest.mark.parametrize(("cfg", "words"), [
-    (_bad("zero_optimization.stage", 4), "stage"),
-    (_bad("train_batch_size", 64), "train_batch_size is not equal"),
-    (_bad("zero_optimization.offload_optimizer", {"device": "disk"}), "device"),
-    (_bad("zero_optimization.stage3_prefetch_bucket_sise", 1), "stage3_prefetch_bucket_sise"),
-    (_bad("fp16", {"enabled": True}), "cannot be simultaneously enabled"),
+@pytest.mark.parametrize(("cfg", "words", "ours"), [
+    (_bad("zero_optimization.stage", 4), "stage", "zero_optimization.stage"),
+    (_bad("train_batch_size", 64), "train_batch_size is not equal", "train_batch_size"),
+    (_bad("zero_optimization.offload_optimizer", {"device": "disk"}), "device",
+     "zero_optimization.offload_optimizer.device"),
+    (_bad("fp16", {"enabled": True}), "cannot be simultaneously enabled", "bf16"),
+    (_bad("train_micro_batch_size_per_gpu", 0), "Micro batch size", "train_batch_size"),
 ])
-def test_deepspeed_refusals_become_spec_errors(cfg: dict[str, Any], words: str) -> None:
+def test_what_deepspeed_refuses_autopar_refuses_without_it(cfg: dict[str, Any], words: str, ours: str) -> None:
+    """The rules emission runs without DeepSpeed cover what DeepSpeed's own classes refuse here."""
     with pytest.raises(search.SpecError, match=words) as info:
+        deepspeed_classes_check(cfg, 8)
+    assert info.value.field == "ds_config"
+    with pytest.raises(search.SpecError) as info:
+        refuse_ds_config(cfg, 8)
+    assert info.value.field == f"ds_config.{ours}"
+
+
+def test_a_misspelt_zero_key_is_refused_by_deepspeed() -> None:
+    cfg = _bad("zero_optimization.stage3_prefetch_bucket_sise", 1)
+    with pytest.raises(search.SpecError, match="stage3_prefetch_bucket_sise") as info:
         check_ds_config(cfg, 8)
     assert info.value.field == "ds_config"
 
@@ -97,7 +117,41 @@ def test_batch_checked_against_real_dp() -> None:
     cfg = _base()
     check_ds_config(cfg, 8)
     with pytest.raises(search.SpecError, match="train_batch_size is not equal"):
-        check_ds_config(cfg, 4)
+        deepspeed_classes_check(cfg, 4)
+    with pytest.raises(search.SpecError, match="data-parallel size 4"):
+        refuse_ds_config(cfg, 4)
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "linear", "constant"])
+def test_plain_deepspeed_optimizer_and_schedule_from_the_recipe(schedule: str) -> None:
+    """Plain DeepSpeed: the ds_config is where its optimizer lives (once); none without a learning rate."""
+    config = search.ParallelConfig(dp=8, micro_batch=2, zero_stage=2)
+    bare = emit_deepspeed(_request("deepspeed", config))
+    assert "optimizer" not in json.loads(bare.files["ds_config.json"])
+    assert any("no optimizer" in note for note in bare.notes)
+    recipe = TrainingRecipe(lr=3e-4, min_lr=3e-5, lr_schedule=schedule, train_iters=1000,  # type: ignore[arg-type]
+                            tensorboard_dir="tb", log_interval=5, clip_grad=0.5)
+    out = emit_deepspeed(_request("deepspeed", config, recipe=recipe))
+    cfg = json.loads(out.files["ds_config.json"])
+    check_ds_config(cfg, 8)
+    assert cfg["optimizer"] == {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.9, 0.95], "eps": 1e-8,
+                                                            "weight_decay": 0.1}}
+    assert cfg["scheduler"]["type"] == {"cosine": "WarmupCosineLR", "linear": "WarmupDecayLR",
+                                        "constant": "WarmupLR"}[schedule]
+    assert cfg["scheduler"]["params"]["warmup_num_steps"] == 10
+    assert (cfg["steps_per_print"], cfg["gradient_clipping"], cfg["tensorboard"]["output_path"]) == (5, 0.5, "tb")
+    from deepspeed.runtime import lr_schedules
+
+    torch = pytest.importorskip("torch")
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=3e-4)
+    scheduler = getattr(lr_schedules, cfg["scheduler"]["type"])(optimizer, **cfg["scheduler"]["params"])
+    for _ in range(11):
+        optimizer.step()
+        scheduler.step()
+    assert scheduler.get_last_lr()[0] == pytest.approx(3e-4, rel=1e-2)  # warmed up to the peak
+    # Megatron-DeepSpeed builds the optimizer from its own arguments: none in the ds_config
+    md = emit_deepspeed(_request("megatron-deepspeed", config, recipe=recipe))
+    assert {"optimizer", "scheduler"}.isdisjoint(json.loads(md.files["ds_config.json"])) and md.notes == ()
 
 
 def test_aio_from_profile() -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -18,9 +19,11 @@ import search
 from search import SpecError
 from service.launch._base import LaunchRequest
 from service.launch._launchers import deepspeed_launcher, framework_env, slurm, torchrun
-from service.launch._shell import command, export_lines, quote
+from service.launch._recipe import TrainingRecipe
+from service.launch._shell import command, export_lines, in_launch_dir, placeholder, quote
 
 ARGS = ["--tensor-model-parallel-size", "4", "--save", "/ckpt dir/run 1"]
+HOSTFILE = "${LAUNCH_DIR:-.}/hostfile"
 
 
 def request(**kw: object) -> LaunchRequest:
@@ -44,7 +47,7 @@ def test_torchrun_command_and_script(tmp_path: Path) -> None:
     assert "set -euo pipefail" in script
     assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in script
     assert '# node 0: "gpu-a"' in script and '# node 1: "gpu-b"' in script
-    assert script.rstrip("\n").splitlines()[-1] == out.command
+    assert script.rstrip("\n").splitlines()[-1] == out.command + ' "$@"'  # the script's arguments pass through
     bash_n(tmp_path, script)
 
 
@@ -58,8 +61,15 @@ def test_torchrun_placeholders_and_master_addr() -> None:
 def test_deepspeed_launcher_hostfile_and_command() -> None:
     out = deepspeed_launcher(request(hosts=("gpu-a", "gpu-b")), ARGS)
     assert out.files["hostfile"].splitlines() == ["gpu-a slots=8", "gpu-b slots=8"]
-    assert shlex.split(out.command) == ["deepspeed", "--hostfile", "hostfile", "--master_addr", "gpu-a",
+    assert shlex.split(out.command) == ["deepspeed", "--hostfile", HOSTFILE, "--master_addr", "gpu-a",
                                         "--master_port", "29500", "pretrain_gpt.py", *ARGS]
+    # pdsh carries only NCCL*/PYTHON*/...: the framework's environment reaches the other nodes' ranks
+    # through .deepspeed_env, which DS_ENV_FILE points the launcher at
+    assert out.files[".deepspeed_env"] == "CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+    script = out.files["launch_deepspeed.sh"]
+    assert 'export DS_ENV_FILE="${LAUNCH_DIR:-.}/.deepspeed_env"' in script
+    assert script.rstrip("\n").splitlines()[-1] == out.command + ' "$@"'
+    assert ".deepspeed_env" not in deepspeed_launcher(request(config=search.ParallelConfig(dp=16)), []).files
     placeholder = deepspeed_launcher(request(), [])
     assert placeholder.files["hostfile"] == "node0 slots=8\nnode1 slots=8\n"
 
@@ -78,7 +88,8 @@ def test_slurm_script(tmp_path: Path) -> None:
     srun = next(line for line in lines if line.startswith("srun "))
     assert shlex.split(srun, posix=True) == [
         "srun", "torchrun", "--nnodes", "$SLURM_NNODES", "--nproc-per-node", "8", "--rdzv-id", "$SLURM_JOB_ID",
-        "--rdzv-backend", "c10d", "--rdzv-endpoint", "$MASTER_ADDR:29500", "pretrain_gpt.py", *ARGS]
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", "$MASTER_ADDR:29500", "pretrain_gpt.py", *ARGS, "$@"]
+    assert 'LAUNCH_DIR="${SLURM_SUBMIT_DIR:-$PWD}"' in lines  # sbatch runs a copy: the submit directory
     bash_n(tmp_path, script)
 
 
@@ -86,6 +97,32 @@ def test_slurm_script_runs_with_stubs(tmp_path: Path) -> None:
     out = slurm(request(), ARGS)
     argv = run_script(tmp_path, out.files["job.sbatch"])
     assert argv == expected_torchrun(2, "gpu-a:29500", "77", "pretrain_gpt.py", ARGS)
+
+
+def test_scripts_pass_arguments_on_and_find_their_own_directory(tmp_path: Path) -> None:
+    """Run from elsewhere with extra arguments: they reach the entry point, and files next to the script are
+    found through LAUNCH_DIR (its own directory), not a path of the machine that emitted it."""
+    launch = tmp_path / "launch dir"
+    launch.mkdir()
+    out = torchrun(request(), ["--deepspeed_config", in_launch_dir("ds_config.json")])
+    (launch / "launch_torchrun.sh").write_text(out.files["launch_torchrun.sh"])
+    argv = run_script(tmp_path, f"exec bash {shlex.quote(str(launch / 'launch_torchrun.sh'))} --seed 7 'a b'\n")
+    assert argv[-4:] == [f"{launch}/ds_config.json", "--seed", "7", "a b"]
+    req = request(recipe=TrainingRecipe(), training=search.TrainingSpec(64, framework="megatron"))
+    with_placeholder = torchrun(req, ["--lr", placeholder("LR", "the peak learning rate")])
+    done = run_script(tmp_path, with_placeholder.files["launch_torchrun.sh"], check=False)
+    assert isinstance(done, subprocess.CompletedProcess) and done.returncode != 0
+    assert b"LR: autopar: set LR to the peak learning rate" in done.stderr
+    assert run_script(tmp_path, with_placeholder.files["launch_torchrun.sh"], env={"LR": "3e-4"})[-2:] == [
+        "--lr", "3e-4"]
+
+
+def test_plain_deepspeed_needs_its_training_script(tmp_path: Path) -> None:
+    ds = request(config=search.ParallelConfig(dp=16), training=search.TrainingSpec(64, framework="deepspeed"))
+    script = torchrun(ds, []).files["launch_torchrun.sh"]
+    done = run_script(tmp_path, script, check=False)
+    assert isinstance(done, subprocess.CompletedProcess) and b"set TRAIN_SCRIPT" in done.stderr
+    assert run_script(tmp_path, script, env={"TRAIN_SCRIPT": "train.py"})[-1] == "train.py"
 
 
 def test_framework_env() -> None:
@@ -182,7 +219,7 @@ def test_deepspeed_no_injection(hosts: tuple[str, str], script: str, args: list[
             deepspeed_launcher(req, args)
         return
     out = deepspeed_launcher(req, args)
-    assert shlex.split(out.command) == ["deepspeed", "--hostfile", "hostfile", "--master_addr", hosts[0],
+    assert shlex.split(out.command) == ["deepspeed", "--hostfile", HOSTFILE, "--master_addr", hosts[0],
                                         "--master_port", "29500", script, *args]
     assert out.files["hostfile"].splitlines() == [f"{h} slots=8" for h in hosts]
 
@@ -218,8 +255,10 @@ def bash_n(tmp_path: Path, script: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def run_script(tmp_path: Path, script: str) -> list[str]:
-    """Run ``script`` with bash, with torchrun/srun/scontrol stubbed; return torchrun's argv."""
+def run_script(tmp_path: Path, script: str, *, check: bool = True,
+               env: dict[str, str] | None = None) -> Any:
+    """Run ``script`` with bash, with torchrun/srun/scontrol stubbed; return torchrun's argv (``check=False``:
+    the finished process when it failed)."""
     bin_dir = tmp_path / "bin"
     if not bin_dir.exists():
         bin_dir.mkdir()
@@ -231,9 +270,11 @@ def run_script(tmp_path: Path, script: str) -> list[str]:
             f.chmod(0o755)
     path = tmp_path / "script.sh"
     path.write_text(script, encoding="utf-8")
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "LC_ALL": "C.UTF-8",
-           "SLURM_JOB_NODELIST": "gpu-[a-b]", "SLURM_NNODES": "2", "SLURM_JOB_ID": "77"}
-    done = subprocess.run(["bash", str(path)], cwd=tmp_path, env=env, capture_output=True, check=False)
+    full = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "LC_ALL": "C.UTF-8",
+            "SLURM_JOB_NODELIST": "gpu-[a-b]", "SLURM_NNODES": "2", "SLURM_JOB_ID": "77", **(env or {})}
+    done = subprocess.run(["bash", str(path)], cwd=tmp_path, env=full, capture_output=True, check=False)
+    if not check and done.returncode:
+        return done
     assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
     argv: list[str] = json.loads(done.stdout.decode("utf-8", "surrogateescape"))
     return ["torchrun", *argv]

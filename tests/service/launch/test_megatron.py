@@ -87,6 +87,13 @@ BASE = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "
     (["--num-layers-per-virtual-pipeline-stage", "2", "--global-batch-size", "6"], 8, "multiple of the pipeline"),
     (["--tensor-model-parallel-size", "1", "--sequence-parallel"], 8, "--sequence-parallel"),
     (["--overlap-grad-reduce", "--overlap-param-gather"], 8, "distributed optimizer"),
+    (["--lr", "1e-4", "--min-lr", "1e-3"], 8, "--min-lr"),
+    (["--save", "/ckpt"], 8, "--save-interval"),
+    (["--lr-warmup-iters", "10", "--lr-warmup-fraction", "0.01"], 8, "lr-warmup"),
+    (["--train-iters", "10", "--train-samples", "640"], 8, "iteration-based"),
+    (["--mock-data", "--data-path", "/d"], 8, "single data source"),
+    (["--rotary-base", "5e5"], 8, "not an integer"),
+    (["--norm-epsilon", "tiny"], 8, "not a number"),
 ])
 def test_validate_rules_refuse(extra: list[str], world: int, needle: str) -> None:
     check_megatron_args(BASE, 8)

@@ -79,7 +79,7 @@ def test_enumerated_configs_emit_valid_args_and_ds_config(req: LaunchRequest) ->
     check_ds_config(ds, c.dp)
     assert ds["zero_optimization"]["stage"] == c.zero_stage
     assert argv[argv.index("--zero-stage") + 1] == str(c.zero_stage)
-    assert argv[argv.index("--deepspeed_config") + 1] == "ds_config.json"
+    assert argv[argv.index("--deepspeed_config") + 1] == "${LAUNCH_DIR:-.}/ds_config.json"  # no emitting-host path
     assert ds["train_batch_size"] == int(argv[argv.index("--global-batch-size") + 1])
     assert ds["train_micro_batch_size_per_gpu"] == int(argv[argv.index("--micro-batch-size") + 1])
     assert ("--no-pipeline-parallel" in argv) == (c.pp == 1)
@@ -122,6 +122,10 @@ BASE = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "
     (["--tensor-model-parallel-size", "1", "--sequence-parallel"], 8, None, "--sequence-parallel"),
     (["--num-key-value-heads", "3"], 8, None, "num_key_value_heads"),
     (["--fp16", "--bf16"], 8, None, "exclusive"),
+    (["--lr", "1e-4", "--min-lr", "1e-3"], 8, None, "--min-lr"),
+    (["--save", "/ckpt"], 8, None, "--save-interval"),
+    (["--lr-warmup-iters", "10", "--lr-warmup-fraction", "0.01"], 8, None, "lr-warmup"),
+    (["--rotary-position-embeddings-theta", "5e5"], 8, None, "not an integer"),
 ])
 def test_validate_rules_refuse(extra: list[str], world: int, stage: int | None, needle: str) -> None:
     check_megatron_deepspeed_args(BASE, 8, 1)

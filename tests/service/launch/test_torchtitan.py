@@ -1,5 +1,6 @@
-"""torchtitan 0.3.0 launch target: the config module's settings, refusals, the torchrun line, quoting,
-and (when torchtitan is installed) the module loaded by torchtitan's own ConfigManager and ParallelDims."""
+"""torchtitan 0.3.0 launch target: the config module's settings, refusals, the torchrun line, quoting, the
+training recipe, and (when torchtitan is installed) the module loaded by torchtitan's own ConfigManager and
+ParallelDims."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import search
 from search import SpecError
 from service.launch._base import LaunchRequest
 from service.launch._launchers import slurm, torchrun
+from service.launch._recipe import REQUIRED, TrainingRecipe
 from service.launch._shell import export_lines
 from service.launch._torchtitan import (
     CONFIG_FUNCTION,
@@ -37,6 +39,13 @@ from service.launch._torchtitan import (
 )
 
 GOLDEN = Path(__file__).parent / "golden" / "torchtitan_llama3_70b_dp8_tp8.py"
+PYTHONPATH = "${LAUNCH_DIR:-.}${PYTHONPATH:+:$PYTHONPATH}"
+# What torchtitan's llama3_70b() itself sets (models/llama3/config_registry.py), as a recipe.
+REGISTRY_70B = TrainingRecipe(tokenizer="./assets/hf/Llama-3.1-70B", dataset="c4", lr=1.5e-4, train_iters=1000,
+                              warmup_iters=200, lr_schedule="linear")
+# Stand-ins for the recipe placeholders while torchtitan builds a config emitted without a recipe.
+STAND_INS = {"DATASET": "c4_test", "TOKENIZER": "./tests/assets/tokenizer", "LR": "0.0003", "TRAIN_ITERS": "100",
+             "DATA_PATH": "/data"}
 
 
 def request(model: str = "llama3-70b", cluster: str = "dgx-h100", nodes: int = 8, global_batch: int = 64,
@@ -50,22 +59,23 @@ def request(model: str = "llama3-70b", cluster: str = "dgx-h100", nodes: int = 8
 
 
 def settings_of(text: str) -> dict[str, Any]:
-    """What ``autopar()`` sets: ``{"parallelism.x": value, "training.x": ..., "config.x": source, "base": call}``."""
+    """What ``autopar()`` sets: ``{"parallelism.x": value, "training.x": ..., "config.x": source, "base": call,
+    "steps": ..., "rope.theta": ... (in the loop over layers)}``."""
     tree = ast.parse(text)
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == CONFIG_FUNCTION)
     out: dict[str, Any] = {}
-    for node in fn.body:
+    for node in ast.walk(fn):
         if not isinstance(node, ast.Assign):
             continue
-        target = node.targets[0]
-        if isinstance(target, ast.Name) and target.id == "config":
-            out["base"] = ast.unparse(node.value)
-        elif isinstance(target, ast.Attribute):
-            try:
-                value: Any = ast.literal_eval(node.value)
-            except ValueError:
-                value = ast.unparse(node.value)
-            out[ast.unparse(target)] = value
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id == "config":
+                out["base"] = ast.unparse(node.value)
+            elif isinstance(target, ast.Attribute | ast.Name):
+                try:
+                    value: Any = ast.literal_eval(node.value)
+                except ValueError:
+                    value = ast.unparse(node.value)
+                out[ast.unparse(target)] = value
     return out
 
 
@@ -130,10 +140,16 @@ def test_settings(name: str) -> None:
     assert top == {"AUTOPAR_MODEL": req.model.name, "AUTOPAR_WORLD_SIZE": req.cluster.world_size}
 
 
+def golden_request() -> LaunchRequest:
+    """Llama 3.1 70B (Llama 3 70B with its RoPE scaling x8) and the recipe of torchtitan's llama3_70b()."""
+    model = replace(search.model_preset("llama3-70b"), rope_scaling_factor=8.0)
+    return replace(request(), model=model, recipe=REGISTRY_70B)
+
+
 def test_golden_llama3_70b_dp8_tp8() -> None:
-    """Llama 3 70B on 64 H100 (8 DGX nodes): dp_shard 8 x tp 8 with SP, local batch 8, global 64, full AC,
+    """Llama 3.1 70B on 64 H100 (8 DGX nodes): dp_shard 8 x tp 8 with SP, local batch 8, global 64, full AC,
     ZeRO-3, bf16 -- the run torchtitan's own llama3_70b() describes on 64 GPUs (see the torchtitan test below)."""
-    text = torchtitan_config(request())
+    text = torchtitan_config(golden_request())
     if os.environ.get("AUTOPAR_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text()
@@ -187,11 +203,33 @@ def test_refusals(req: LaunchRequest, field: str, needle: str) -> None:
         emit_torchtitan(req)
 
 
-@pytest.mark.parametrize("launch_dir", ["", "a:b", "/x\0y"])
-def test_bad_launch_dir_refused(launch_dir: str) -> None:
-    with pytest.raises(SpecError) as err:
-        emit_torchtitan(request(), launch_dir=launch_dir)
-    assert err.value.field == "launch_dir"
+def test_recipe_and_model_settings_in_the_module() -> None:
+    """The recipe's values land in torchtitan's names; what is missing is read from the environment by name."""
+    recipe = TrainingRecipe(tokenizer="/models/llama3-8b", dataset="c4", data_path=("/data/c4-en",), lr=3e-4,
+                            min_lr=3e-5, train_tokens=1e9, save="/ckpt/run", load="/ckpt/base", save_interval=250,
+                            log_interval=5, tensorboard_dir="tb", clip_grad=0.5)
+    req = replace(request("llama3-8b", nodes=1, dp=8, tp=1, sp=False, micro_batch=1), recipe=recipe)
+    got = settings_of(torchtitan_config(req))
+    expected = {"config.hf_assets_path": "/models/llama3-8b", "config.dataloader.dataset": "c4",
+                "config.dataloader.dataset_path": "/data/c4-en", "steps": 1908,  # 1e9 / (64 x 8192), rounded up
+                "config.training.max_norm": 0.5, "lr": 3e-4,
+                "config.lr_scheduler.warmup_steps": "max(1, round(0.01 * steps))",
+                "config.lr_scheduler.min_lr_factor": "3e-05 / lr", "config.lr_scheduler.decay_type": "cosine",
+                "config.checkpoint.enable": True, "config.checkpoint.folder": "/ckpt/run",
+                "config.checkpoint.interval": 250, "config.checkpoint.initial_load_path": "/ckpt/base",
+                "config.checkpoint.initial_load_model_only": False, "config.metrics.log_freq": 5,
+                "config.metrics.enable_tensorboard": True, "config.metrics.save_tb_folder": "tb",
+                "rope.theta": 500000, "rope.scaling": "none", "model.norm.eps": 1e-5}
+    assert {k: got.get(k, "<unset>") for k in expected} == expected
+    assert "import os" not in torchtitan_config(req)  # nothing left to the environment
+    bare = torchtitan_config(request("llama3-8b", nodes=1, dp=8, tp=1, sp=False, micro_batch=1))
+    for field in ("dataset", "tokenizer", "lr", "train_iters"):
+        assert f"_from_environment({REQUIRED[field][0]!r}" in bare
+    notes = emit_torchtitan(request()).notes
+    assert notes and all(name in notes[0] for name in ("DATASET", "TOKENIZER", "LR", "TRAIN_ITERS"))
+    with pytest.raises(SpecError, match="one") as err:
+        torchtitan_config(replace(req, recipe=replace(recipe, data_path=("a", "b"))))
+    assert err.value.field == "recipe.data_path"
 
 
 # --- the command ---------------------------------------------------------------------------
@@ -203,12 +241,11 @@ def expected_argv(nnodes: int, gpn: int, endpoint: str, job: str) -> list[str]:
 
 
 def test_emit_files_command_and_env() -> None:
-    out = emit_torchtitan(request(), launch_dir="/runs/70b launch")
+    out = emit_torchtitan(request())
     assert set(out.files) == {f"{CONFIG_MODULE}.py"}
     assert out.files[f"{CONFIG_MODULE}.py"] == torchtitan_config(request())
     assert shlex.split(out.command) == expected_argv(8, 8, "node0:29500", "autopar")
-    assert out.env == {"PYTHONPATH": "/runs/70b launch"}
-    assert emit_torchtitan(request()).env == {"PYTHONPATH": "."}
+    assert out.env == {"PYTHONPATH": PYTHONPATH}  # the scripts' own directory, not the emitting machine's
     two = emit_torchtitan(replace(request("llama3-8b", nodes=2, dp=2), hosts=("gpu-a", "gpu-b"), master_port=1234))
     assert shlex.split(two.command) == expected_argv(2, 8, "gpu-a:1234", "autopar")
 
@@ -248,24 +285,26 @@ def texts(marker: str) -> st.SearchStrategy[str]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(job=texts(MARKER), launch_dir=texts(MARKER), host=texts(MARKER))
-@example(job=f"$(touch {MARKER})", launch_dir=f"/x\ntouch {MARKER}\n", host=f"`touch {MARKER}`")
-@example(job=f"'; touch {MARKER}; '", launch_dir=f"$(touch {MARKER}) ; touch {MARKER}", host="a b")
-def test_no_shell_injection(tmp_path: Path, job: str, launch_dir: str, host: str) -> None:
+@given(job=texts(MARKER), host=texts(MARKER), tokenizer=texts(MARKER).filter(lambda s: s.strip() != ""))
+@example(job=f"$(touch {MARKER})", host=f"`touch {MARKER}`", tokenizer=f"$(touch {MARKER})")
+@example(job=f"'; touch {MARKER}; '", host="a b", tokenizer=f"x'\nimport os; os.system('touch {MARKER}')")
+def test_no_shell_injection(tmp_path: Path, job: str, host: str, tokenizer: str) -> None:
     req = replace(request("llama3-8b", nodes=1, dp=1), job_name=job, hosts=(host,))
-    if not launch_dir or ":" in launch_dir:
-        with pytest.raises(SpecError, match="launch_dir"):
-            emit_torchtitan(req, launch_dir=launch_dir)
-        return
-    out = emit_torchtitan(req, launch_dir=launch_dir)
+    if "\n" in tokenizer or "\0" in tokenizer or tokenizer.startswith("-"):
+        with pytest.raises(SpecError, match=r"recipe\.tokenizer"):
+            TrainingRecipe(tokenizer=tokenizer)
+        tokenizer = "tok"
+    req = replace(req, recipe=TrainingRecipe(tokenizer=tokenizer))
+    out = emit_torchtitan(req)
+    assert settings_of(out.files[f"{CONFIG_MODULE}.py"])["config.hf_assets_path"] == tokenizer  # a literal only
     want = expected_argv(1, 8, f"{host}:29500", job)
     assert shlex.split(out.command) == want
-    script = "#!/bin/bash\nset -euo pipefail\n" + export_lines(out.env) + out.command + "\n"
-    assert run_script(tmp_path, script) == (want, launch_dir)
+    script = "#!/bin/bash\nset -euo pipefail\nLAUNCH_DIR=/l\n" + export_lines(out.env) + out.command + "\n"
+    assert run_script(tmp_path, script) == (want, "/l")
     if not any(ord(ch) < 32 or ord(ch) == 127 for ch in job):  # else slurm refuses the #SBATCH job name
         args = ["--module", CONFIG_MODULE, "--config", CONFIG_FUNCTION]
         job_script = slurm(req, args, module="torchtitan.train", env=out.env).files["job.sbatch"]
-        assert run_script(tmp_path, job_script) == (expected_argv(2, 8, "gpu-a:29500", "77"), launch_dir)
+        assert run_script(tmp_path, job_script) == (expected_argv(2, 8, "gpu-a:29500", "77"), str(tmp_path))
     assert not (tmp_path / MARKER).exists()
 
 
@@ -278,8 +317,8 @@ def test_model_name_cannot_inject_python(name: str) -> None:
     req = replace(request(), model=replace(search.model_preset("llama3-70b"), name=name))
     tree = ast.parse(torchtitan_config(req))
     kinds = [type(n).__name__ for n in tree.body]
-    assert kinds == ["Expr", "ImportFrom", "ImportFrom", "ImportFrom", "Assign", "Assign", "FunctionDef"]
-    assert ast.literal_eval(tree.body[4].value) == name  # type: ignore[attr-defined]
+    assert kinds == ["Expr", "Import", *["ImportFrom"] * 4, "Assign", "Assign", "FunctionDef", "FunctionDef"]
+    assert ast.literal_eval(tree.body[6].value) == name  # type: ignore[attr-defined]
 
 
 def run_script(tmp_path: Path, script: str) -> tuple[list[str], str | None]:
@@ -321,10 +360,13 @@ def titan() -> ModuleType:
 
 @pytest.fixture
 def load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, titan: ModuleType) -> Iterator[Any]:
-    """``load(text)``: write the module, import it through torchtitan's ConfigManager, return Trainer.Config."""
+    """``load(text)``: write the module, import it through torchtitan's ConfigManager, return Trainer.Config
+    (with stand-ins in the environment for the recipe values a module reads from it)."""
     from torchtitan.config import ConfigManager
 
     monkeypatch.syspath_prepend(str(tmp_path))
+    for name, value in STAND_INS.items():
+        monkeypatch.setenv(name, value)
 
     def _load(text: str) -> Any:
         sys.modules.pop(CONFIG_MODULE, None)
@@ -410,6 +452,7 @@ def test_golden_is_torchtitans_llama3_70b_on_64_gpus(titan: ModuleType, load: An
     from torchtitan.distributed.fsdp import get_fsdp_reshard_after_forward_policy
 
     ours, theirs = load(GOLDEN.read_text()), titan.llama3_70b()
+    assert ours.training.steps == 1000 and ours.dataloader.dataset == "c4"  # the recipe, not the environment's
     for f in dataclasses.fields(ours):
         if f.name not in ("model_spec", "parallelism", "training"):
             assert getattr(ours, f.name) == getattr(theirs, f.name), f.name
@@ -468,3 +511,21 @@ def test_fp8_uses_float8_converter(titan: ModuleType, load: Any, monkeypatch: py
     assert cfg.compile.enable is True
     # llama3_8b() without fp8 converts nothing; ours converts once, like llama3_405b(): lm_head stays bf16
     assert [(c.filter_fqns, c.model_compile_enabled) for c in built] == [(["lm_head"], True)]
+
+
+def test_llama3_8b_recipe_loads_in_torchtitan(titan: ModuleType, load: Any) -> None:
+    """Llama 3 8B with a full recipe: torchtitan builds the config with the recipe's data, tokenizer, length and
+    schedule and the spec's RoPE (base 500000, no Llama 3.1 scaling), and its own checks pass."""
+    recipe = TrainingRecipe(tokenizer="/models/llama3-8b", dataset="c4", lr=3e-4, min_lr=3e-5, train_iters=5000,
+                            warmup_iters=50, lr_schedule="cosine", save="ckpt", save_interval=500)
+    req = replace(request("llama3-8b", nodes=1, dp=8, tp=1, sp=False, micro_batch=1, zero_stage=2,
+                          recompute="none"), recipe=recipe)
+    cfg = load(torchtitan_config(req))
+    check_with_torchtitan(cfg, req)
+    assert (cfg.hf_assets_path, cfg.dataloader.dataset, cfg.training.steps) == ("/models/llama3-8b", "c4", 5000)
+    assert cfg.optimizer.param_groups[0].optimizer_kwargs["lr"] == 3e-4
+    assert (cfg.lr_scheduler.warmup_steps, cfg.lr_scheduler.decay_type) == (50, "cosine")
+    assert cfg.lr_scheduler.min_lr_factor == pytest.approx(0.1)
+    assert (cfg.checkpoint.enable, cfg.checkpoint.folder, cfg.checkpoint.interval) == (True, "ckpt", 500)
+    ropes = {(layer.attention.rope.theta, layer.attention.rope.scaling) for layer in cfg.model_spec.model.layers}
+    assert ropes == {(500000, "none")}

@@ -7,10 +7,13 @@ ZeRO-3; micro-batch 8, global batch 64, sequence 8192; recompute full; bf16.
 
 Run on every node, with this file's directory on PYTHONPATH:
     torchrun ... -m torchtitan.train --module autopar_torchtitan --config autopar
-What is not set here (dataset, hf_assets_path, optimizer, learning-rate schedule, steps,
-checkpointing) is the registry function's; its paths are relative to the working directory.
+The model spec's RoPE and norm settings and the training recipe (tokenizer, dataset, steps,
+optimizer, schedule, checkpoints, logging) are set at the end; a recipe value autopar was not
+given is read from the environment. The rest is the registry function's; relative paths are
+relative to the working directory.
 """
 
+from torchtitan.components.optimizer import default_adamw
 from torchtitan.distributed.activation_checkpoint import FullAC
 from torchtitan.models.llama3.config_registry import llama3_70b
 from torchtitan.trainer import Trainer
@@ -42,4 +45,31 @@ def autopar() -> Trainer.Config:
     training.mixed_precision_reduce = "float32"
 
     config.activation_checkpoint = FullAC.Config()
+
+    # The model spec's RoPE and norms (torchtitan's llama3 flavors are Llama 3.1: RoPE scaling "llama" x8)
+    model = config.model_spec.model
+    for layer in model.layers:
+        rope = layer.attention.rope
+        rope.theta = 500000
+        rope.scaling = "llama"
+        rope.scaling_factor = 8.0
+        rope.low_freq_factor = 1.0
+        rope.high_freq_factor = 4.0
+        rope.original_max_position_embeddings = 8192
+        layer.attention_norm.eps = layer.ffn_norm.eps = 1e-05
+    model.norm.eps = 1e-05
+
+    # Training recipe (autopar search --emit flags or --recipe); what it lacks comes from the environment
+    config.hf_assets_path = './assets/hf/Llama-3.1-70B'  # tokenizer directory
+    config.dataloader.dataset = 'c4'
+    steps = 1000
+    config.training.steps = steps
+    config.training.max_norm = 1.0
+    lr = 0.00015
+    config.optimizer = default_adamw(lr=lr, betas=(0.9, 0.95), eps=1e-08, weight_decay=0.1)
+    config.lr_scheduler.warmup_steps = 200
+    config.lr_scheduler.min_lr_factor = 0.0 / lr
+    config.lr_scheduler.decay_type = "linear"
+    config.lr_scheduler.decay_ratio = None  # decay from the end of the warmup
+    config.metrics.log_freq = 10
     return config
