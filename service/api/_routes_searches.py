@@ -29,7 +29,7 @@ from service.api._app import autopar_version
 from service.api._auth import Principal
 from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency, IdempotentRequest
-from service.api._schemas import Runtime
+from service.api._schemas import RecipeIn, Runtime
 from service.api._search_models import (
     BUSY,
     CONFLICT,
@@ -47,7 +47,7 @@ from service.api._search_models import (
 from service.api._search_request import from_stored, resolve
 from service.api._search_views import CACHE_KEY, BytesLru, configs_json, location, search_body
 from service.api._state import AppState, Reader, State, Writer, in_pool
-from service.launch import LAUNCH_TARGETS, LaunchRequest, emit_target
+from service.launch import LAUNCH_TARGETS, LaunchRequest, emit_target, recipe_from_dict
 from service.store import Database, Search, SearchConfig
 from service.store import _searches as searches
 
@@ -246,6 +246,8 @@ def _launch_error(err: SpecError, target: str, framework: str) -> SpecError:
     owner, _, attr = err.field.partition(".")
     if owner == "LaunchRequest" and attr in ("hosts", "train_script"):
         return SpecError(attr, err.problem, err.fix)
+    if owner == "recipe":  # a query parameter of the recipe
+        return SpecError(attr.partition("[")[0], err.problem, err.fix)
     if err.field == "target":
         return err
     if owner == "ModelSpec":  # e.g. torchtitan runs only its llama3 flavors: no other target fixes that
@@ -264,12 +266,16 @@ def get_launch(
     target: Annotated[str, Query(max_length=40, description=f"One of: {', '.join(LAUNCH_TARGETS)}.")],
     hosts: Annotated[str | None, Query(max_length=10_000, description="Comma-separated host names, one per "
                                        "node (default: node0, node1, ...).")] = None,
-    train_script: Annotated[str, Query(min_length=1, max_length=500, description="The training entry point.")]
-    = "pretrain_gpt.py",
+    recipe: Annotated[RecipeIn, Query()] = RecipeIn(),  # noqa: B008 (a frozen model: FastAPI's query model idiom)
+    train_script: Annotated[str | None, Query(min_length=1, max_length=500, description="The training entry "
+                                              "point (default: pretrain_gpt.py for the Megatron forks; "
+                                              "$TRAIN_SCRIPT at launch for plain DeepSpeed).")] = None,
 ) -> JSONResponse:
-    """A ds_config accepted by DeepSpeed's own classes, Megatron-LM arguments checked against its flag
-    list, or a torchrun / deepspeed launcher / Slurm script, with every shell value quoted. 422 when
-    the target cannot run the configuration (megatron for a deepspeed one, ...)."""
+    """A ds_config checked by DeepSpeed's rules, Megatron-LM arguments checked against its flag list and
+    validate_args' rules, a torchtitan config module, or a torchrun / deepspeed launcher / Slurm script,
+    with every shell value quoted; the training recipe comes from the query (what it leaves out is read
+    from the environment at launch: see ``notes``). Needs no framework installed. 422 when the target
+    cannot run the configuration (megatron for a deepspeed one, ...)."""
     row = _row(state.db, search_id)
     _require_done(row)
     with state.db.session() as s:
@@ -281,16 +287,19 @@ def get_launch(
     resolved = from_stored(row.request, state.db)
     training = TrainingSpec(resolved.body.training.global_batch, resolved.body.training.precision,
                             framework=cast(Runtime, chosen.framework))
-    request = LaunchRequest(model=resolved.model, cluster=resolved.cluster, config=ParallelConfig(**chosen.config),
-                            training=training, hosts=_hosts(hosts, resolved.cluster.num_nodes),
-                            train_script=train_script, job_name=f"autopar-{search_id[:8]}-r{rank}",
-                            profile=resolved.cluster.profile)
+    nodes = _hosts(hosts, resolved.cluster.num_nodes)
     try:
+        request = LaunchRequest(model=resolved.model, cluster=resolved.cluster,
+                                config=ParallelConfig(**chosen.config), training=training,
+                                hosts=nodes, train_script=train_script,
+                                job_name=f"autopar-{search_id[:8]}-r{rank}", profile=resolved.cluster.profile,
+                                recipe=recipe_from_dict(recipe.model_dump(exclude_none=True)))
         files = emit_target(request, target)
     except SpecError as err:
         raise _launch_error(err, target, chosen.framework) from None
     return JSONResponse({"search_id": search_id, "rank": rank, "target": target, "framework": chosen.framework,
-                         "files": files.files, "command": files.command, "env": files.env})
+                         "files": files.files, "command": files.command, "env": files.env,
+                         "notes": list(files.notes)})
 
 
 @router.delete(

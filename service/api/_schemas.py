@@ -43,20 +43,37 @@ class ModelShape(_In):
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     attention: Literal["flash", "standard"] = "flash"
     dropout: bool = False
+    qkv_bias: bool = Field(default=False, description="Only Q/K/V carry biases (Qwen2).")
+    qk_norm: bool = Field(default=False, description="RMSNorm on query and key heads (Qwen3).")
+    norm_eps: float = Field(default=1e-5, gt=0, lt=1, description="Epsilon of every LayerNorm/RMSNorm.")
+    rope_theta: float = Field(default=10000.0, gt=0, le=1e12, description="RoPE base (Llama 3: 500000).")
+    rope_scaling_factor: float | None = Field(default=None, ge=1, le=1024,
+                                              description="Llama 3.1 RoPE scaling factor (null: none).")
+    rotary_percent: float = Field(default=1.0, gt=0, le=1, description="Share of each head RoPE rotates.")
+    parallel_residual: bool = Field(default=False, description="GPT-NeoX parallel attention/MLP block.")
 
 
 class ModelIn(_In):
-    """A model preset (GET /v1/presets/models) or a custom shape: exactly one."""
+    """A model preset (GET /v1/presets/models), a custom shape, or a Hugging Face ``config.json``
+    (``hf_config``: its JSON object, of a dense llama, mistral, qwen2, qwen3, gpt2, gpt_neox or bloom
+    model): exactly one; ``seq_len`` replaces its sequence length (a config.json's default is its
+    max_position_embeddings)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True,
                               json_schema_extra={"examples": [{"preset": "llama3-70b"}]})
     preset: Name | None = None
     shape: ModelShape | None = None
+    hf_config: dict[str, Any] | None = Field(default=None, description="A Hugging Face config.json object.")
+    name: Name | None = Field(default=None, description="Name of an hf_config model (default: its "
+                              "_name_or_path, else hf-<model_type>).")
+    seq_len: int | None = Field(default=None, ge=1, le=4_194_304, description="Training sequence length.")
 
     @model_validator(mode="after")
     def _one(self) -> ModelIn:
-        if (self.preset is None) == (self.shape is None):
-            raise ValueError("give exactly one of preset or shape")
+        if sum(x is not None for x in (self.preset, self.shape, self.hf_config)) != 1:
+            raise ValueError("give exactly one of preset, shape or hf_config")
+        if self.name is not None and self.hf_config is None:
+            raise ValueError("name is for hf_config models (a preset has its name, a shape its name field)")
         return self
 
 
@@ -147,6 +164,31 @@ class ConfigIn(_In):
     offload_optimizer: Literal["none", "cpu", "nvme"] = "none"
     offload_param: Literal["none", "cpu", "nvme"] = "none"
     recompute: Literal["none", "selective", "full"] = "none"
+
+
+class RecipeIn(BaseModel):
+    """The training recipe of a launch (query parameters; see service.launch.TrainingRecipe): what it
+    leaves out becomes a placeholder the launch stops at, naming the environment variable to set."""
+
+    model_config = ConfigDict(frozen=True)
+    data_path: list[Annotated[str, Field(min_length=1, max_length=4096)]] | None = Field(
+        default=None, max_length=256, description="Megatron --data-path words (repeat the parameter); torchtitan "
+        "dataset_path.")
+    dataset: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="torchtitan's registered dataset, e.g. c4.")
+    tokenizer: Annotated[str, Field(min_length=1, max_length=4096)] | None = Field(
+        default=None, description="Hugging Face tokenizer: a hub id or a directory.")
+    lr: float | None = Field(default=None, gt=0, le=10, description="Peak learning rate.")
+    min_lr: float | None = Field(default=None, ge=0, le=10, description="Final learning rate (default 0).")
+    lr_schedule: Literal["cosine", "linear", "constant"] | None = None
+    warmup_iters: int | None = Field(default=None, ge=0, le=100_000_000)
+    train_iters: int | None = Field(default=None, ge=1, le=100_000_000)
+    train_tokens: float | None = Field(default=None, gt=0, le=1e16)
+    save: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    load: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    save_interval: int | None = Field(default=None, ge=1, le=100_000_000)
+    log_interval: int | None = Field(default=None, ge=1, le=100_000_000)
+    tensorboard_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
 
 
 Runtime = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp"]

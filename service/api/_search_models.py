@@ -208,6 +208,8 @@ class LaunchOut(_Out):
     files: dict[str, str] = Field(description="Relative path -> text; write them, then run the command.")
     command: str = Field(description="A shell command line, every value quoted.")
     env: dict[str, str] = Field(description="Environment the framework needs (the command exports it).")
+    notes: list[str] = Field(default_factory=list, description="What the files leave to you: recipe values read "
+                             "from the environment at launch, rounding, ...")
 
 
 class ErrorItem(_Out):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlalchemy import select
 
 from search import (
@@ -14,6 +16,7 @@ from search import (
     SpecError,
     apply_profile,
     cluster_preset,
+    model_from_hf_config,
     model_preset,
 )
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn
@@ -21,11 +24,23 @@ from service.store import Database, Profile
 
 
 def model_spec(m: ModelIn) -> ModelSpec:
+    if m.hf_config is not None:
+        name = m.name or str(m.hf_config.get("_name_or_path") or f"hf-{m.hf_config.get('model_type')}")
+        try:
+            return model_from_hf_config(m.hf_config, name=name.rstrip("/").rsplit("/", 1)[-1][:100] or "hf",
+                                        seq_len=m.seq_len)[0]
+        except SpecError as err:  # name the request's field
+            key = err.field.removeprefix("config.json").strip()
+            where = ("model.hf_config" + (f".{key}" if key else "")) if err.field.startswith("config.json") else (
+                f"model.{err.field}")
+            raise SpecError(where, err.problem, err.fix) from None
     if m.preset is not None:
-        return model_preset(m.preset)
-    if m.shape is None:  # the schema's validator makes this unreachable
-        raise SpecError("model", "neither preset nor shape", "give one")
-    return ModelSpec(**m.shape.model_dump())
+        spec = model_preset(m.preset)
+    elif m.shape is not None:
+        spec = ModelSpec(**m.shape.model_dump())
+    else:  # the schema's validator makes this unreachable
+        raise SpecError("model", "neither preset, shape nor hf_config", "give one")
+    return spec if m.seq_len is None else dataclasses.replace(spec, seq_len=m.seq_len)
 
 
 def load_profile(db: Database, profile_id: str) -> HardwareProfile:
