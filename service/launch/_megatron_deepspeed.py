@@ -189,8 +189,8 @@ def check_megatron_deepspeed_args(argv: Sequence[str], world_size: int, ds_zero_
 
 def emit_megatron_deepspeed(request: LaunchRequest) -> LaunchFiles:
     """``ds_config.json`` (checked by DeepSpeed), ``megatron_deepspeed_args.txt`` and the torchrun command."""
+    args, notes = megatron_deepspeed_args_and_notes(request)  # first: it names the framework a config needs
     ds = emit_deepspeed(request)
-    args, notes = megatron_deepspeed_args_and_notes(request)
     check_megatron_deepspeed_args(args, request.config.world_size, request.config.zero_stage)
     launch = torchrun(request, args)
     files = {**ds.files, "megatron_deepspeed_args.txt": "".join(f"{a}\n" for a in args)}
