@@ -84,3 +84,19 @@ def test_emit_torchtitan_for_an_fsdp_configuration(tmp_path: Path, capsys: pytes
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("torchrun: "))
     argv = shlex.split(line.removeprefix("torchrun: "))
     assert argv[argv.index("-m") + 1:] == ["torchtitan.train", "--module", "autopar_torchtitan", "--config", "autopar"]
+
+
+def test_check_runs_the_frameworks_own_validators_where_installed(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--check: DeepSpeed's config classes and torchtitan's ConfigManager run on the files (skipped where the
+    test environment lacks them; their absence is covered by test_emit_without_frameworks.py)."""
+    pytest.importorskip("deepspeed")
+    pytest.importorskip("torchtitan.config")
+    out = tmp_path / "launch"
+    assert main([*SMALL, "--framework", "deepspeed", "--emit", "deepspeed", "--out", str(out), "--check"]) == 0
+    assert "checked: DeepSpeed's DeepSpeedZeroConfig and DeepSpeedConfig accept ds_config.json" in (
+        capsys.readouterr().err)
+    args = ["search", "--model", "llama3-8b", "--cluster", "dgx-h100", "--global-batch", "64", "--top", "1",
+            "--framework", "fsdp", "--emit", "torchtitan", "--out", str(out), "--check"]
+    assert main(args) == 0
+    assert "checked: torchtitan's ConfigManager builds autopar_torchtitan.py's config" in capsys.readouterr().err

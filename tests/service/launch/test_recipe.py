@@ -107,6 +107,7 @@ def test_recipe_file_and_flags_on_the_command_line(tmp_path: Path, capsys: pytes
     assert _value(args, "--train-iters") == "476838"  # --tokens 2e12 also replaces the file's train_tokens
     assert _value(args, "--tensorboard-dir") == "/checkpoints/llama3-8b/tensorboard"
     assert "${" not in "".join(args)  # nothing left to the environment
+    check_megatron_args(args, 16)  # the pinned flag list and validate_args' rules
     bad = tmp_path / "bad.json"
     bad.write_text('{"lr": 3e-4, "epochs": 3}')
     assert main([*argv[:-6], "--recipe", str(bad)]) == 2
