@@ -74,9 +74,12 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         "repeat_group_size": INFORMATIONAL,
     },
     "model": {
-        # bias, norm, dropout: beyond the published schema, written by ``autopar runs export``.
+        # bias, norm, dropout and the fields from qkv_bias on: beyond the published schema, written by
+        # ``autopar runs export`` (the shape as it ran).
         **dict.fromkeys(("name", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "activation",
-                         "attention", "tied_embeddings", "position_embedding", "bias", "norm", "dropout"), MODELLED),
+                         "attention", "tied_embeddings", "position_embedding", "bias", "norm", "dropout",
+                         "qkv_bias", "qk_norm", "parallel_residual", "norm_eps", "rope_theta", "rope_scaling_factor",
+                         "rotary_percent"), MODELLED),
         "params": MODELLED,  # read only when layers is null (layers solved from it), else the shape's own count
         "head_dim": CHECKED,  # must be hidden / heads
         "active_params": CHECKED,  # must equal params (a dense model)
@@ -97,6 +100,8 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # An uneven pipeline: first/last-stage counts (Megatron's form) when given, else the split is an
         # open field that benchmarks/_tuned.py fills with each layout the runtime can express.
         **dict.fromkeys(("uneven_pipeline", "first_stage_layers", "last_stage_layers"), MODELLED),
+        # Beyond the published schema, written by ``autopar runs export``: the layout and TP overlap as they ran.
+        **dict.fromkeys(("stage_layers", "tp_comm_overlap"), MODELLED),
         "grad_accum": CHECKED,  # = global_batch / (micro_batch * dp); gives micro_batch when that is null
         **dict.fromkeys(("ep", "etp", "expert_dp", "moe_dispatcher", "fsdp", "fsdp_shard_size", "fp8_recipe",
                          "local_batch", "torch_compile",
@@ -365,6 +370,13 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         norm=given("norm", "rmsnorm" if llama_like else "layernorm"),
         attention=m.get("attention") or "flash",
         dropout=bool(given("dropout", dropout)),
+        qkv_bias=bool(given("qkv_bias", False)),
+        qk_norm=bool(given("qk_norm", False)),
+        parallel_residual=bool(given("parallel_residual", False)),
+        norm_eps=float(given("norm_eps", 1e-5)),
+        rope_theta=float(given("rope_theta", 10000.0)),
+        rope_scaling_factor=m.get("rope_scaling_factor"),
+        rotary_percent=float(given("rotary_percent", 1.0)),
     )
 
 
@@ -398,12 +410,13 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
                             f"is not global_batch = {global_batch}")
     vp = int(cfg.get("vp") or 1)
     first, last = cfg.get("first_stage_layers"), cfg.get("last_stage_layers")
-    uneven = bool(cfg.get("uneven_pipeline")) or first is not None
+    given_layers = cfg.get("stage_layers")
+    uneven = bool(cfg.get("uneven_pipeline")) or first is not None or given_layers is not None
     unknown = tuple(name for name, is_open in (
         ("micro_batch", micro_batch is None), ("vp", cfg.get("vp") is None and pp > 1),
         ("sp", cfg.get("sp") is None and tp > 1 and framework == "megatron"),
         ("recompute", cfg.get("recompute") is None),
-        ("stage_layers", uneven and first is None)) if is_open)
+        ("stage_layers", uneven and first is None and given_layers is None)) if is_open)
     # Dropout is not in the schema: take the framework's default (Megatron-LM and
     # Megatron-DeepSpeed --hidden-dropout/--attention-dropout 0.1; MPT/llm-foundry 0).
     model = _model(rec["model"], 1 if uneven else pp, 1 if uneven else vp,
@@ -411,8 +424,12 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
     stage_layers = None
     if uneven:
         try:
-            stage_layers = (megatron_first_last(model.layers, pp, 1, int(first), int(last)) if first is not None
-                            else balanced(model.layers, pp, 0.0))
+            if given_layers is not None:
+                stage_layers = tuple(int(n) for n in given_layers)
+            elif first is not None:
+                stage_layers = megatron_first_last(model.layers, pp, 1, int(first), int(last))
+            else:
+                stage_layers = balanced(model.layers, pp, 0.0)
         except (SpecError, ValueError) as exc:
             raise _inconsistent(rid, "config.first_stage_layers", f"no pipeline split of {model.layers} layers on "
                                 f"pp={pp}: {exc}") from None
@@ -427,6 +444,7 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         offload_optimizer=cfg.get("offload_optimizer") or "none",
         offload_param=cfg.get("offload_param") or "none",
         recompute=cfg.get("recompute") or "none", stage_layers=stage_layers,
+        tp_comm_overlap=bool(cfg.get("tp_comm_overlap") or False),
     )
     training = TrainingSpec(global_batch=global_batch, precision=cast(Precision, precision),
                             framework=cast(Framework, framework))

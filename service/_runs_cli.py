@@ -180,7 +180,9 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
             "activation": m.activation, "attention": m.attention,
             # Beyond the schema (search/_runs_file.py derives them today): the shape as it ran.
             "tied_embeddings": m.tied_embeddings, "position_embedding": m.position_embedding, "bias": m.bias,
-            "norm": m.norm, "dropout": m.dropout,
+            "norm": m.norm, "dropout": m.dropout, "qkv_bias": m.qkv_bias, "qk_norm": m.qk_norm,
+            "parallel_residual": m.parallel_residual, "norm_eps": m.norm_eps, "rope_theta": m.rope_theta,
+            "rope_scaling_factor": m.rope_scaling_factor, "rotary_percent": m.rotary_percent,
         },
         "cluster": {
             "gpu": gpu_id, "num_gpus": specs.cluster.world_size, "gpus_per_node": specs.cluster.node.gpus_per_node,
@@ -194,6 +196,8 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
             "global_batch": t.global_batch, "grad_accum": t.global_batch // (c.micro_batch * c.dp),
             "zero_stage": c.zero_stage, "offload_optimizer": c.offload_optimizer, "offload_param": c.offload_param,
             "recompute": c.recompute, "precision": t.precision, "framework": t.framework,
+            **({"tp_comm_overlap": True} if c.tp_comm_overlap else {}),
+            **({"uneven_pipeline": True, "stage_layers": list(c.stage_layers)} if c.stage_layers is not None else {}),
         },
         "measured": {
             "iteration_time_s": time_s,

@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sp", action="store_true", help="Megatron sequence parallelism (needs tp > 1)")
     p.add_argument("--tp-comm-overlap", action="store_true",
                    help="Megatron-Core --tp-comm-overlap: TP collectives pipelined with GEMMs (needs --sp)")
+    p.add_argument("--stage-layers", type=_layer_counts, metavar="N,N,...",
+                   help="transformer layers on each pipeline rank, first to last (default: the even split)")
     p.add_argument("--micro-batch", type=int, default=1, metavar="N", help="sequences per micro-batch (default: 1)")
     p.add_argument("--zero-stage", type=int, default=0, choices=(0, 1, 2, 3), help="ZeRO stage (default: 0)")
     p.add_argument("--offload-optimizer", default="none", choices=OFFLOADS, help="optimizer offload (default: none)")
@@ -117,12 +119,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _layer_counts(text: str) -> tuple[int, ...]:
+    """``"7,8,8,7"`` -> (7, 8, 8, 7)."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of layer counts") from None
+
+
 def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig:
     """The :class:`ParallelConfig` of ``args``; dp = world / (tp*pp*cp) when ``--dp`` is omitted."""
     config = ParallelConfig(
         dp=1 if args.dp is None else args.dp, tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, sp=args.sp,
         micro_batch=args.micro_batch, zero_stage=args.zero_stage, offload_optimizer=args.offload_optimizer,
         offload_param=args.offload_param, recompute=args.recompute, tp_comm_overlap=args.tp_comm_overlap,
+        stage_layers=args.stage_layers,
     )
     if args.dp is not None:
         return config

@@ -159,6 +159,9 @@ class ConfigIn(_In):
     sp: bool = False
     tp_comm_overlap: bool = Field(default=False, description="Megatron-Core --tp-comm-overlap: TP all-gathers "
                                   "and reduce-scatters pipelined with their GEMMs (needs sp and Transformer Engine).")
+    stage_layers: list[int] | None = Field(default=None, max_length=1024, description="Transformer layers on each "
+                                           "pipeline rank, first to last (pp entries adding up to the model's "
+                                           "layers); null for the even split.")
     micro_batch: int = Field(default=1, ge=1, le=65_536)
     zero_stage: int = Field(default=0, ge=0, le=3)
     offload_optimizer: Literal["none", "cpu", "nvme"] = "none"

@@ -140,6 +140,8 @@ class ParallelConfigOut(_Out):
     cp: int
     sp: bool
     tp_comm_overlap: bool = Field(default=False, description="Megatron-Core --tp-comm-overlap (needs sp).")
+    stage_layers: list[int] | None = Field(default=None, description="Transformer layers on each pipeline rank, "
+                                           "first to last; null for the even split.")
     micro_batch: int
     zero_stage: int
     offload_optimizer: Literal["none", "cpu", "nvme"]
@@ -171,6 +173,11 @@ class PredictionOut(_Out):
     warnings: list[str]
     bottleneck: str
     memory_headroom_bytes: float
+    stage_layers: list[int] = Field(default_factory=list, description="Transformer layers on each pipeline rank.")
+    stage_times_s: list[float] = Field(default_factory=list, description="Per-micro-batch time of each pipeline "
+                                       "rank; the slowest paces the pipeline.")
+    stage_peak_memory_bytes: list[float] = Field(default_factory=list, description="Peak GPU memory of each "
+                                                 "pipeline rank.")
     error_band: float = Field(default=0.0, description="Relative iteration-time error to expect (0.07 = +-7 %): "
                               "the model's measured error on published runs of this runtime and GPU family.")
 

@@ -16,10 +16,12 @@ from functools import cache
 from pathlib import Path
 
 from search import ModelSpec, SpecError
+from search._pipeline_layout import megatron_account_for, megatron_first_last, megatron_layout
 
 from ._base import LaunchFiles, LaunchRequest
 from ._launchers import torchrun
 from ._megatron_recipe import MEGATRON_RECIPE, model_settings, recipe_args
+from ._pipeline_split import megatron_pipeline_args
 
 FLAGS_FILE = Path(__file__).with_name("megatron_flags.txt")
 _FIELD = "megatron_args"
@@ -118,11 +120,10 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
     c, m, t = request.config, request.model, request.training
     check_request(request)
     args = ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
-    if c.vp > 1:
-        if m.layers % (c.pp * c.vp):
-            raise SpecError("ParallelConfig.vp", f"layers={m.layers} is not divisible by pp*vp={c.pp * c.vp}",
-                            "choose pp and vp whose product divides the layer count")
-        args += ["--num-layers-per-virtual-pipeline-stage", str(m.layers // c.pp // c.vp)]
+    if c.stage_layers is None and c.vp > 1 and m.layers % (c.pp * c.vp):
+        raise SpecError("ParallelConfig.vp", f"layers={m.layers} is not divisible by pp*vp={c.pp * c.vp}",
+                        "choose pp and vp whose product divides the layer count, or an uneven layout")
+    args += megatron_pipeline_args(m, c)  # even, first/last counts, account-for slots, or a layout string
     if c.sp:
         args.append("--sequence-parallel")
     if c.tp_comm_overlap:  # Transformer Engine userbuffers (the default --transformer-impl)
@@ -218,6 +219,12 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
                         f"times data parallel size ({dp})", "make the global batch a multiple of micro * dp")
     layers = int_value(v, "--num-layers", None)
     per_stage = int_value(v, "--num-layers-per-virtual-pipeline-stage", None)
+    _check_pipeline_split(v, layers, pp, per_stage)
+    vp_given = int_value(v, "--num-virtual-stages-per-pipeline-rank", None)
+    if vp_given is not None and vp_given > 1 and (glob // (micro * dp)) % pp:
+        raise SpecError(_FIELD, f"{glob // (micro * dp)} micro-batches per step is not a multiple of the pipeline "
+                        f"size ({pp}), which Megatron-Core's interleaved schedule needs",
+                        "choose a global batch or micro-batch size giving a multiple of pp micro-batches")
     if per_stage is not None:
         if layers is None or layers % pp:
             raise SpecError(_FIELD, f"num layers ({layers}) is not divisible by pipeline size ({pp})",
@@ -286,6 +293,54 @@ def check_recipe_args(v: dict[str, str | None], field: str) -> None:
     for flag in ("--norm-epsilon", "--layernorm-epsilon", "--weight-decay", "--clip-grad", "--adam-beta1",
                  "--adam-beta2", "--adam-eps", "--rope-scaling-factor", "--rotary-percent"):
         float_value(v, flag, field)
+
+
+_SPLIT_FLAGS = ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+                "--pipeline-model-parallel-layout")
+
+
+def _check_pipeline_split(v: dict[str, str | None], layers: int | None, pp: int, per_stage: int | None) -> None:
+    """validate_args' pipeline-split rules (frameworks_2.md sec. 1.1): at most one VP/layout flag; the
+    layout string excludes first/last and account-for; first/last exclude account-for; the uneven
+    forms take vp as --num-virtual-stages-per-pipeline-rank; without any of them pp divides the layers."""
+    given = [f for f in _SPLIT_FLAGS if f in v]
+    vp_flags = [f for f in ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                            "--pipeline-model-parallel-layout") if f in v]
+    if len(vp_flags) > 1:
+        raise SpecError(_FIELD, f"at most one of {', '.join(vp_flags)} may be given (arguments.py:894-905)",
+                        "keep one way of giving the virtual stages")
+    if "--pipeline-model-parallel-layout" in v and len(given) > 1:
+        raise SpecError(_FIELD, "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments",
+                        "use the layout string alone")
+    first_last = {"--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"} & set(given)
+    account = {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"} & set(given)
+    if first_last and account:
+        raise SpecError(_FIELD, "first/last-stage layer counts cannot be combined with account-for-embedding/loss "
+                        "(transformer_config.py:1923-1933)", "use one form")
+    if (first_last or account) and per_stage is not None:
+        raise SpecError(_FIELD, "with an uneven pipeline give vp as --num-virtual-stages-per-pipeline-rank "
+                        "(arguments.py:921)", "replace --num-layers-per-virtual-pipeline-stage")
+    if layers is None or pp == 1:
+        return
+    vp = int_value(v, "--num-virtual-stages-per-pipeline-rank", None) or 1
+    try:
+        if "--pipeline-model-parallel-layout" in v:
+            counts, _vp = megatron_layout(str(v["--pipeline-model-parallel-layout"]), pp)
+            if sum(counts) != layers:
+                raise SpecError(_FIELD, f"the layout holds {sum(counts)} layers, --num-layers is {layers}",
+                                "make the layout's t count equal --num-layers")
+        elif first_last:
+            megatron_first_last(layers, pp, vp, int_value(v, "--decoder-first-pipeline-num-layers", 0) or 0,
+                                int_value(v, "--decoder-last-pipeline-num-layers", 0) or 0)
+        elif account:
+            megatron_account_for(layers, pp, vp, "--account-for-embedding-in-pipeline-split" in v,
+                                 "--account-for-loss-in-pipeline-split" in v)
+        elif layers % pp:
+            raise SpecError(_FIELD, f"num layers ({layers}) is not divisible by pipeline size ({pp}) "
+                            "(arguments.py:951-962)", "give an uneven split or a pp that divides the layers")
+    except SpecError as exc:
+        raise SpecError(_FIELD, exc.problem, exc.fix) from None
 
 
 def emit_megatron(request: LaunchRequest) -> LaunchFiles:

@@ -49,6 +49,7 @@ from ._megatron import (
     shape_args,
 )
 from ._megatron_recipe import MEGATRON_DEEPSPEED_RECIPE, model_settings, recipe_args
+from ._pipeline_split import deepspeed_partition_method
 from ._shell import in_launch_dir
 
 FLAGS_FILE = Path(__file__).with_name("megatron_deepspeed_flags.txt")
@@ -95,6 +96,7 @@ def megatron_deepspeed_args_and_notes(request: LaunchRequest,
     if t.precision == "fp8":
         raise SpecError("TrainingSpec.precision", "autopar emits fp8 only for Megatron-LM (Transformer Engine); "
                         "DeepSpeed's config has no fp8 mode", "use bf16 or fp16, or framework='megatron'")
+    deepspeed_partition_method(m, c)  # the pinned fork's type:transformer split, or a SpecError saying why not
     args = ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
     if c.pp == 1:
         args.append("--no-pipeline-parallel")

@@ -53,6 +53,7 @@ from search import SpecError
 
 from ._base import LaunchFiles, LaunchRequest
 from ._launchers import torchrun_argv
+from ._pipeline_split import torchtitan_less_layers
 from ._shell import command, python_path
 from ._torchtitan_recipe import ENV_HELPER, model_lines, recipe_lines
 
@@ -258,7 +259,21 @@ def torchtitan_config(request: LaunchRequest) -> str:
         f"    parallelism.context_parallel_degree = {c.cp:d}",
         f"    parallelism.pipeline_parallel_degree = {c.pp:d}",
     ]
-    if c.pp > 1:
+    if c.pp > 1 and c.stage_layers is not None:
+        schedule = "Interleaved1F1B" if c.vp > 1 else "1F1B"
+        first_less, last_less = torchtitan_less_layers(m, c)
+        if c.vp not in (1, 2):
+            raise SpecError("ParallelConfig.vp", f"torchtitan's uneven split runs 1 or 2 stages per rank, not {c.vp}",
+                            "use vp 1 or 2 with an uneven layout")
+        p += [
+            f'    parallelism.pipeline_parallel_schedule = "{schedule}"',
+            f"    # {c.pp * c.vp:d} stages (torchtitan's default for {schedule}); per rank "
+            f"{', '.join(str(n) for n in c.stage_layers)} layers",
+            f"    parallelism.pipeline_parallel_first_stage_less_layers = {first_less:d}",
+            f"    parallelism.pipeline_parallel_last_stage_less_layers = {last_less:d}",
+            f"    parallelism.pipeline_parallel_microbatch_size = {c.micro_batch:d}",
+        ]
+    elif c.pp > 1:
         schedule = "Interleaved1F1B" if c.vp > 1 else "1F1B"
         p += [
             f'    parallelism.pipeline_parallel_schedule = "{schedule}"',

@@ -193,7 +193,10 @@ def test_the_file_holds_each_run_in_the_calibration_schema(stored: Stored, expor
     assert first["model"] == {
         "name": "llama3-8b", "params": llama.params, "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
         "ffn": 14336, "vocab": llama.vocab, "seq_len": llama.seq_len, "activation": "swiglu", "attention": "flash",
-        "tied_embeddings": False, "position_embedding": "rope", "bias": False, "norm": "rmsnorm", "dropout": False}
+        "tied_embeddings": False, "position_embedding": "rope", "bias": False, "norm": "rmsnorm", "dropout": False,
+        "qkv_bias": False, "qk_norm": False, "parallel_residual": False, "norm_eps": llama.norm_eps,
+        "rope_theta": llama.rope_theta, "rope_scaling_factor": llama.rope_scaling_factor,
+        "rotary_percent": llama.rotary_percent}
     assert first["cluster"] == {"gpu": "h100-sxm5-80gb", "num_gpus": 16, "gpus_per_node": 8, "network": None,
                                 "peak_flop_per_s_per_gpu": 989.4e12}
     assert first["config"] == {"tp": 1, "pp": 1, "dp": 16, "cp": 1, "vp": 1, "sp": False, "micro_batch": 1,

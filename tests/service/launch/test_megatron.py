@@ -60,7 +60,12 @@ def test_enumerated_configs_emit_valid_args(req: LaunchRequest) -> None:
     words = shlex.split(out.command)
     assert words[0] == "torchrun" and words[words.index("pretrain_gpt.py") + 1:] == argv
     c = req.config
-    assert ("--num-layers-per-virtual-pipeline-stage" in argv) == (c.vp > 1)
+    vp_flags = {"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                "--pipeline-model-parallel-layout"}
+    assert bool(vp_flags & set(argv)) == (c.vp > 1 or "--pipeline-model-parallel-layout" in argv)
+    split_flags = {"--decoder-first-pipeline-num-layers", "--account-for-embedding-in-pipeline-split",
+                   "--pipeline-model-parallel-layout"}
+    assert bool(split_flags & set(argv)) == (c.stage_layers is not None)  # an uneven layout is spelled
     assert ("--sequence-parallel" in argv) == c.sp
     assert ("--use-distributed-optimizer" in argv) == (c.zero_stage >= 1)
     assert ("--overlap-param-gather" in argv) == (c.zero_stage >= 1 and c.dp > 1)
@@ -124,3 +129,34 @@ def test_golden_gpt3_175b_tp8_pp8() -> None:
     if os.environ.get("AUTOPAR_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text()
+
+
+def test_uneven_layouts_in_megatrons_own_terms() -> None:
+    """Llama 3 405B's split (7, 8 x 14, 7) with vp 8 is the account-for form; a first/last split with
+    even middles uses the decoder-first/last flags; any other split the layout string; each passes the
+    validate_args rules, and a wrong count is refused."""
+    from search import ParallelConfig, TrainingSpec, cluster_preset, model_preset
+    from service.launch import LaunchRequest
+    from service.launch._pipeline_split import megatron_layout_string
+
+    model, cluster = model_preset("llama3-405b"), cluster_preset("dgx-h100", 128)
+    paper = (7,) + (8,) * 14 + (7,)
+
+    def args_for(layout: tuple[int, ...], vp: int) -> list[str]:
+        config = ParallelConfig(dp=8, tp=8, pp=16, vp=vp, micro_batch=1, zero_stage=1, stage_layers=layout)
+        req = LaunchRequest(model=model, cluster=cluster, config=config, training=TrainingSpec(2048))
+        argv = megatron_args(req)
+        check_megatron_args(argv, config.world_size)
+        return argv
+
+    assert {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"} <= set(
+        args_for(paper, 8))
+    argv = args_for((6,) + (8,) * 14 + (8,), 1)
+    assert "--pipeline-model-parallel-layout" in argv or "--decoder-first-pipeline-num-layers" in argv
+    assert megatron_layout_string((2, 1), 1) == "Et*2|tL"
+    with pytest.raises(SpecError, match="num layers"):
+        check_megatron_args(["--num-layers", "126", "--pipeline-model-parallel-size", "16"], 128)
+    with pytest.raises(SpecError):
+        check_megatron_args(["--num-layers", "126", "--pipeline-model-parallel-size", "16",
+                             "--decoder-first-pipeline-num-layers", "7", "--decoder-last-pipeline-num-layers", "7",
+                             "--account-for-embedding-in-pipeline-split"], 128)

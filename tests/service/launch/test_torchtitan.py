@@ -410,7 +410,11 @@ def check_with_torchtitan(cfg: Any, req: LaunchRequest) -> None:
     stages, layers, first, last = _get_pipeline_metadata(dims, cfg.parallelism, model)
     assert (stages, layers) == (c.pp * c.vp, m.layers)
     parts = _generate_llm_fqn_per_model_part(stages, layers, first, last)
-    assert [sum(n.startswith("layers.") for n in p) for p in parts] == [m.layers // (c.pp * c.vp)] * stages
+    per_stage = [sum(n.startswith("layers.") for n in p) for p in parts]
+    if c.stage_layers is None:
+        assert per_stage == [m.layers // (c.pp * c.vp)] * stages
+    else:  # torchtitan's own split, stage s on rank s % pp ("loop"), is the layout the search costed
+        assert [sum(per_stage[r::c.pp]) for r in range(c.pp)] == list(c.stage_layers)
     assert parts[0][0] == "tok_embeddings" and parts[-1][-2:] == ["norm", "lm_head"]
 
 
