@@ -53,6 +53,9 @@ class Case:
     why: str
     """Where the shape, cluster and batch come from."""
     framework: str = "any"
+    allow_untested: bool = False
+    """Rank what a parser accepts but the pinned versions do not show running (BLOOM: ALiBi needs the
+    BigScience fork of Megatron-DeepSpeed)."""
 
 
 def one_v100() -> ClusterSpec:
@@ -84,8 +87,9 @@ def cases() -> list[Case]:
              "1T GPT on one DGX-2 (16 V100 32GB), batch 16: only ZeRO-3 + NVMe offload fits (ZeRO-Infinity)"),
         Case("bloom-176b-384xa100", model_preset("bloom-176b"), cluster_preset("dgx-a100-80gb", 48), 2048, "bf16",
              "BLOOM-176B's own question: 70 layers on 48 DGX A100 nodes, batch 2048, Megatron-DeepSpeed "
-             "(bigscience tr11-176B-ml); pp does not divide 70, so every pipelined answer is uneven",
-             framework="megatron-deepspeed"),
+             "(bigscience tr11-176B-ml); pp does not divide 70, so every pipelined answer is uneven; ALiBi and "
+             "BLOOM's split need the BigScience fork, so untested combinations are allowed",
+             framework="megatron-deepspeed", allow_untested=True),
     ]
 
 
@@ -93,7 +97,8 @@ def brute_force_best_tokens_per_s(case: Case) -> float | None:
     """The best feasible tokens/s over every valid configuration, each checked and timed directly."""
     best = None
     trainings: dict[str, TrainingSpec] = {}
-    for cand in enumerate_space(case.model, case.cluster.world_size, case.global_batch, case.framework).candidates:
+    for cand in enumerate_space(case.model, case.cluster.world_size, case.global_batch, case.framework,
+                                allow_untested=case.allow_untested).candidates:
         training = trainings.setdefault(cand.framework, TrainingSpec(case.global_batch, case.precision,
                                                                      framework=cand.framework))
         if predict_memory(case.model, case.cluster, cand.config, training).reasons:
@@ -110,7 +115,8 @@ def run_case(case: Case, repeat: int, max_exhaustive: int, trials: int | None, v
     for _ in range(repeat):
         start = time.perf_counter()
         result = search(case.model, case.cluster, case.global_batch, precision=case.precision,
-                        framework=case.framework, top_k=10, max_exhaustive=max_exhaustive, n_trials=trials)
+                        framework=case.framework, top_k=10, max_exhaustive=max_exhaustive, n_trials=trials,
+                        allow_untested=case.allow_untested)
         seconds.append(time.perf_counter() - start)
     if result is None:
         raise SystemExit("search_speed: error: --repeat must be >= 1")
@@ -119,7 +125,8 @@ def run_case(case: Case, repeat: int, max_exhaustive: int, trials: int | None, v
         regret = regret_of(result, brute_force_best_tokens_per_s(case))
     elif not result.exhaustive:
         reference = search(case.model, case.cluster, case.global_batch, precision=case.precision,
-                           framework=case.framework, top_k=10, max_exhaustive=10**9)
+                           framework=case.framework, top_k=10, max_exhaustive=10**9,
+                           allow_untested=case.allow_untested)
         regret = regret_of(result, fastest_tokens_per_s(reference))
     best = result.best
     return {"case": case.name, "space": result.space_size, "valid": result.n_valid, "feasible": result.n_feasible,

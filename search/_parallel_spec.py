@@ -8,7 +8,7 @@ from typing import Literal
 from search._checks import divisors, one_of, positive_int
 from search._errors import SpecError
 from search._model_spec import ModelSpec
-from search._support import check_supported
+from search._support import check_model_supported, check_supported
 
 Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full"]
@@ -214,6 +214,7 @@ def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, 
         raise SpecError("ParallelConfig.cp", "context parallelism needs a flash/fused attention kernel",
                         "set ModelSpec.attention='flash' or cp=1")
     check_runtime(c, training.framework)
+    check_model_supported(model, training.framework)
     if training.global_batch % (c.dp * c.micro_batch):
         raise SpecError(
             "TrainingSpec.global_batch",

@@ -48,7 +48,7 @@ from search._schedule import (
     tp_exposed_s,
 )
 from search._stages import stage_layer_counts, stage_params_per_rank
-from search._support import support_warnings
+from search._support import model_support_warnings, support_warnings
 
 
 @lru_cache(maxsize=64)
@@ -256,7 +256,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         num_micro_batches=m,
         feasible=mem.feasible,
         reasons=mem.reasons,
-        warnings=comm.warnings + support_warnings(training.framework, c),
+        warnings=comm.warnings + support_warnings(training.framework, c)
+        + model_support_warnings(training.framework, model),
         stage_layers=counts,
         stage_times_s=stage_s,
         stage_peak_memory_bytes=tuple(sum(b.values()) for b in stage_breakdowns(model, c, training, m, cal).values()),

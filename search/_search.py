@@ -34,7 +34,7 @@ from search._model_spec import ModelSpec
 from search._parallel_spec import Framework, ParallelConfig, Precision, TrainingSpec
 from search._predict import predict_memory
 from search._search_result import SearchResult
-from search._space import Candidate, enumerate_space
+from search._space import Candidate, enumerate_space, why_no_valid
 from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared, tell_study
 
 OBJECTIVES = ("throughput", "cost", "pareto")
@@ -99,7 +99,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     elapsed = time.perf_counter() - start
     study.set_user_attr("counts", {"space": space.size, "valid": len(candidates), "feasible": ev.n_feasible,
                                    "evaluated": ev.n_evaluated, "exhaustive": exhaustive})
-    hints = _hints(ev, model, cluster, global_batch, precision, framework, cal, top_k)
+    hints = (why_no_valid(model, cluster.world_size, global_batch, framework, allow_untested) if not candidates
+             else _hints(ev, model, cluster, global_batch, precision, framework, cal, top_k))
     return SearchResult(
         model=model.name, cluster=cluster.name, num_nodes=cluster.num_nodes, world_size=cluster.world_size,
         framework=framework, objective=objective, top=top, pareto=pareto, space_size=space.size,

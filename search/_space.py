@@ -73,7 +73,7 @@ from search._pipeline_layout import (
     megatron_first_last,
     torchtitan_split,
 )
-from search._support import SupportStatus, cached_status
+from search._support import SupportStatus, cached_status, model_status
 
 FRAMEWORK_TARGETS: tuple[str, ...] = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "any")
 """What :func:`enumerate_space` accepts: one runtime, or ``"any"`` for all four."""
@@ -283,6 +283,30 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
+def why_no_valid(model: ModelSpec, world_size: int, global_batch: int, framework: str,
+                 allow_untested: bool = False) -> tuple[str, ...]:
+    """Which rule leaves no valid configuration, and what would make some valid (for an empty space)."""
+    from search._support import model_entries_for
+
+    reasons: list[str] = []
+    for runtime in _targets(framework):
+        for e in model_entries_for(runtime, model):
+            if e.status == "refused" or not allow_untested:
+                extra = " (allow untested combinations: --allow-untested)" if e.status == "untested" else ""
+                reasons.append(f"{runtime}: {e.what}; {e.fix}{extra}")
+    kv = int(model.kv_heads or model.heads)
+    tps = [t for t in _divisors(world_size) if model.heads % t == 0 and kv % t == 0 and model.ffn % t == 0]
+    if not any(global_batch % (world_size // (t * p)) == 0 for t in tps for p in _divisors(world_size // t)):
+        smallest = min(world_size // (t * p) for t in tps for p in _divisors(world_size // t))
+        reasons.append(f"global batch {global_batch} is divisible by no data-parallel size the GPUs allow "
+                       f"(dp = GPUs / (tp*pp*cp), at least {smallest}); use a multiple of {smallest} sequences")
+    if not reasons:
+        reasons.append(f"no runtime of {framework!r} runs any (tp, pp, cp) of {world_size} GPUs for this model "
+                       "(see search/_support.py); try framework 'any', another GPU count or allow untested "
+                       "combinations")
+    return tuple(reasons)
+
+
 def enumerate_space(
     model: ModelSpec,
     world_size: int,
@@ -300,10 +324,10 @@ def enumerate_space(
     ``refused`` ones always. Raises :class:`SpecError`
     for an unknown framework target or a bad argument.
     """
-    runtimes = _targets(framework)
     if not isinstance(model, ModelSpec):
         raise SpecError("model", f"{type(model).__name__} is not a ModelSpec",
                         "pass a ModelSpec (search.model_preset(name) returns one)")
+    runtimes = tuple(r for r in _targets(framework) if _admits(model_status(r, model), allow_untested))
     _positive("world_size", world_size)
     _positive("global_batch", global_batch)
     mbs = None if micro_batches is None else sorted({_positive("micro_batches", m) for m in micro_batches})

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Literal
 from search._errors import SpecError
 
 if TYPE_CHECKING:
+    from search._model_spec import ModelSpec
     from search._parallel_spec import ParallelConfig
 
 SupportStatus = Literal["supported", "untested", "refused"]
@@ -210,6 +211,64 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
     ),
 )
 """Every combination a runtime refuses or has never been shown to run, with its evidence."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSupportEntry:
+    """A model feature a runtime refuses or has never been shown to run (the pinned versions)."""
+
+    runtime: str
+    name: str
+    status: SupportStatus
+    field: str
+    what: str
+    fix: str
+    citation: str
+    applies: Callable[[ModelSpec], bool]
+
+
+MODEL_SUPPORT: tuple[ModelSupportEntry, ...] = (
+    ModelSupportEntry(
+        "megatron", "megatron-alibi", "refused", "ModelSpec.position_embedding",
+        "ALiBi is not an option of megatron-core 0.19.2's parser (no --position-embedding-type alibi)",
+        "use a model with learned or RoPE position embeddings, or another runtime",
+        "service/launch/megatron_flags.txt (megatron-core 0.19.2 parser, checked against parse_args)",
+        lambda m: m.position_embedding == "alibi",
+    ),
+    ModelSupportEntry(
+        "megatron-deepspeed", "megatron-deepspeed-alibi", "untested", "ModelSpec.position_embedding",
+        "ALiBi is not in the pinned deepspeedai Megatron-DeepSpeed parser; the BigScience fork that trained "
+        "BLOOM has it (--position-embedding-type alibi)",
+        "run the BigScience fork (allow untested combinations to rank it), or a RoPE/learned-position model",
+        "service/launch/megatron_deepspeed_flags.txt (deepspeedai 4efb479); bigscience-workshop/Megatron-DeepSpeed "
+        "tr11-176B-ml.slurm",
+        lambda m: m.position_embedding == "alibi",
+    ),
+)
+"""Model features per runtime: refused ones make every configuration invalid for that runtime."""
+
+
+def model_entries_for(runtime: str, model: ModelSpec) -> tuple[ModelSupportEntry, ...]:
+    return tuple(e for e in MODEL_SUPPORT if e.runtime == runtime and e.applies(model))
+
+
+def model_status(runtime: str, model: ModelSpec) -> SupportStatus:
+    statuses = {e.status for e in model_entries_for(runtime, model)}
+    if "refused" in statuses:
+        return "refused"
+    return "untested" if "untested" in statuses else "supported"
+
+
+def check_model_supported(model: ModelSpec, runtime: str) -> None:
+    """Raise :class:`SpecError` when ``runtime`` refuses a feature of ``model``."""
+    for e in model_entries_for(runtime, model):
+        if e.status == "refused":
+            raise SpecError(e.field, f"{runtime}: {e.what}", e.fix)
+
+
+def model_support_warnings(runtime: str, model: ModelSpec) -> tuple[str, ...]:
+    return tuple(f"not shown to run on {runtime}: {e.what} ({e.citation})"
+                 for e in model_entries_for(runtime, model) if e.status == "untested")
 
 
 def entries_for(runtime: str, config: ParallelConfig) -> tuple[SupportEntry, ...]:

@@ -281,9 +281,14 @@ def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
     if best is None:
         checked = f"{result.n_valid:,} valid" if result.exhaustive else (
             f"{result.n_evaluated:,} sampled (of {result.n_valid:,} valid)")
-        print(f"NO FEASIBLE CONFIGURATION: none of the {checked} configurations of "
-              f"{result.model} fits in the memory of {result.num_nodes} x {result.cluster} "
-              f"({result.world_size} GPUs) with global batch {args.global_batch} ({result.framework}).")
+        if result.n_valid == 0:
+            print(f"NO VALID CONFIGURATION: no parallel configuration of {result.model} on {result.num_nodes} x "
+                  f"{result.cluster} ({result.world_size} GPUs) with global batch {args.global_batch} passes the "
+                  f"rules of {result.framework} (the hints say which rule and what would make some valid).")
+        else:
+            print(f"NO FEASIBLE CONFIGURATION: none of the {checked} configurations of "
+                  f"{result.model} fits in the memory of {result.num_nodes} x {result.cluster} "
+                  f"({result.world_size} GPUs) with global batch {args.global_batch} ({result.framework}).")
         print(counts)
         for hint in result.hints or ("no hint: try more nodes, a smaller global batch or another framework",):
             print(f"hint: {hint}")
