@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from search._errors import SpecError
 
@@ -54,7 +54,8 @@ class SupportEntry:
     """What to change."""
     citation: str
     """Where the fact comes from."""
-    applies: Callable[[ParallelConfig], bool]
+    applies: Callable[[Any], bool]
+    """Whether it applies: to a ParallelConfig (:data:`SUPPORT_MATRIX`) or a ModelSpec (:data:`MODEL_SUPPORT`)."""
 
 
 def _megatron_fsdp(c: ParallelConfig) -> bool:
@@ -213,29 +214,15 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
 """Every combination a runtime refuses or has never been shown to run, with its evidence."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelSupportEntry:
-    """A model feature a runtime refuses or has never been shown to run (the pinned versions)."""
-
-    runtime: str
-    name: str
-    status: SupportStatus
-    field: str
-    what: str
-    fix: str
-    citation: str
-    applies: Callable[[ModelSpec], bool]
-
-
-MODEL_SUPPORT: tuple[ModelSupportEntry, ...] = (
-    ModelSupportEntry(
+MODEL_SUPPORT: tuple[SupportEntry, ...] = (
+    SupportEntry(
         "megatron", "megatron-alibi", "refused", "ModelSpec.position_embedding",
         "ALiBi is not an option of megatron-core 0.19.2's parser (no --position-embedding-type alibi)",
         "use a model with learned or RoPE position embeddings, or another runtime",
         "service/launch/megatron_flags.txt (megatron-core 0.19.2 parser, checked against parse_args)",
         lambda m: m.position_embedding == "alibi",
     ),
-    ModelSupportEntry(
+    SupportEntry(
         "megatron-deepspeed", "megatron-deepspeed-alibi", "untested", "ModelSpec.position_embedding",
         "ALiBi is not in the pinned deepspeedai Megatron-DeepSpeed parser; the BigScience fork that trained "
         "BLOOM has it (--position-embedding-type alibi)",
@@ -248,27 +235,41 @@ MODEL_SUPPORT: tuple[ModelSupportEntry, ...] = (
 """Model features per runtime: refused ones make every configuration invalid for that runtime."""
 
 
-def model_entries_for(runtime: str, model: ModelSpec) -> tuple[ModelSupportEntry, ...]:
+def model_entries_for(runtime: str, model: ModelSpec) -> tuple[SupportEntry, ...]:
+    """The :data:`MODEL_SUPPORT` entries that apply to ``model`` on ``runtime``."""
     return tuple(e for e in MODEL_SUPPORT if e.runtime == runtime and e.applies(model))
 
 
-def model_status(runtime: str, model: ModelSpec) -> SupportStatus:
-    statuses = {e.status for e in model_entries_for(runtime, model)}
+def _status_of(entries: tuple[SupportEntry, ...]) -> SupportStatus:
+    statuses = {e.status for e in entries}
     if "refused" in statuses:
         return "refused"
     return "untested" if "untested" in statuses else "supported"
 
 
-def check_model_supported(model: ModelSpec, runtime: str) -> None:
-    """Raise :class:`SpecError` when ``runtime`` refuses a feature of ``model``."""
-    for e in model_entries_for(runtime, model):
+def _refuse(entries: tuple[SupportEntry, ...], runtime: str) -> None:
+    for e in entries:
         if e.status == "refused":
             raise SpecError(e.field, f"{runtime}: {e.what}", e.fix)
 
 
+def _warnings(entries: tuple[SupportEntry, ...], runtime: str) -> tuple[str, ...]:
+    return tuple(f"not shown to run on {runtime}: {e.what} ({e.citation})" for e in entries if e.status == "untested")
+
+
+def model_status(runtime: str, model: ModelSpec) -> SupportStatus:
+    """``refused``, ``untested`` or ``supported``: what ``runtime`` makes of ``model``'s features."""
+    return _status_of(model_entries_for(runtime, model))
+
+
+def check_model_supported(model: ModelSpec, runtime: str) -> None:
+    """Raise :class:`SpecError` when ``runtime`` refuses a feature of ``model``."""
+    _refuse(model_entries_for(runtime, model), runtime)
+
+
 def model_support_warnings(runtime: str, model: ModelSpec) -> tuple[str, ...]:
-    return tuple(f"not shown to run on {runtime}: {e.what} ({e.citation})"
-                 for e in model_entries_for(runtime, model) if e.status == "untested")
+    """One warning per ``untested`` model entry that applies."""
+    return _warnings(model_entries_for(runtime, model), runtime)
 
 
 def entries_for(runtime: str, config: ParallelConfig) -> tuple[SupportEntry, ...]:
@@ -278,23 +279,17 @@ def entries_for(runtime: str, config: ParallelConfig) -> tuple[SupportEntry, ...
 
 def support_status(runtime: str, config: ParallelConfig) -> SupportStatus:
     """``refused`` if any entry refuses, else ``untested`` if any is untested, else ``supported``."""
-    statuses = {e.status for e in entries_for(runtime, config)}
-    if "refused" in statuses:
-        return "refused"
-    return "untested" if "untested" in statuses else "supported"
+    return _status_of(entries_for(runtime, config))
 
 
 def support_warnings(runtime: str, config: ParallelConfig) -> tuple[str, ...]:
     """One warning per ``untested`` entry that applies (for a prediction's warnings)."""
-    return tuple(f"not shown to run on {runtime}: {e.what} ({e.citation})"
-                 for e in entries_for(runtime, config) if e.status == "untested")
+    return _warnings(entries_for(runtime, config), runtime)
 
 
 def check_supported(config: ParallelConfig, runtime: str) -> None:
     """Raise :class:`SpecError` with the first refusing entry's reason and fix."""
-    for e in entries_for(runtime, config):
-        if e.status == "refused":
-            raise SpecError(e.field, f"{runtime}: {e.what}", e.fix)
+    _refuse(entries_for(runtime, config), runtime)
 
 
 SupportKey = tuple[str, bool, bool, bool, bool, bool, int, str, str, str, bool]
