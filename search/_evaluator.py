@@ -28,6 +28,7 @@ def describe(framework: str, c: ParallelConfig) -> str:
     offload = "" if c.offload_optimizer == c.offload_param == "none" else (
         f" offload(opt={c.offload_optimizer},param={c.offload_param})")
     return (f"{framework} dp={c.dp} tp={c.tp} pp={c.pp}" + (f" vp={c.vp}" if c.vp > 1 else "")
+            + (f" layers={'/'.join(map(str, c.stage_layers))}" if c.stage_layers is not None else "")
             + (f" cp={c.cp}" if c.cp > 1 else "") + (" sp" if c.sp else "")
             + (" tp-overlap" if c.tp_comm_overlap else "")
             + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={c.recompute}")

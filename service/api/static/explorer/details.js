@@ -38,7 +38,19 @@ function fields(c) {
     ['Offload optimizer', cfg.offload_optimizer],
     ['Offload parameters', cfg.offload_param],
     ['Recompute', cfg.recompute],
+    ['Pipeline stages', stages(c)],
   ];
+}
+
+/** Layers per pipeline rank with each rank's time per micro-batch; the slowest (the pace) marked. */
+function stages(c) {
+  const p = c.prediction;
+  const layers = p.stage_layers ?? [];
+  if (layers.length <= 1) return 'one stage';
+  const times = p.stage_times_s ?? [];
+  const slowest = times.indexOf(Math.max(...times));
+  return layers.map((n, i) => `${n}${i === slowest ? '*' : ''} (${(times[i] * 1000).toFixed(0)} ms)`).join(' | ')
+    + ' (layers per rank; * the slowest, which paces the pipeline)';
 }
 
 /** The detail card: one line of layout, the key figures, then the two bars. */

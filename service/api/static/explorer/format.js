@@ -117,6 +117,7 @@ export function layout(c) {
   const cfg = c.config;
   const parts = [c.framework, `dp${cfg.dp}`, `tp${cfg.tp}`, `pp${cfg.pp}`];
   if (cfg.vp > 1) parts.push(`vp${cfg.vp}`);
+  if (cfg.stage_layers) parts.push(`layers ${cfg.stage_layers.join('/')}`);
   if (cfg.cp > 1) parts.push(`cp${cfg.cp}`);
   if (cfg.sp) parts.push('sp');
   if (cfg.tp_comm_overlap) parts.push('tp-overlap');
