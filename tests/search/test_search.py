@@ -344,3 +344,21 @@ def test_stored_study_holds_configurations_as_optuna_params_with_importances(tmp
         assert len(batches.trials) < result.n_valid  # configurations travel in batches, not one per trial
     finally:
         storage.engine.dispose()
+
+
+def test_counts_and_pareto_front_do_not_depend_on_top_k() -> None:
+    """Issue 12: the feasible count and the Pareto front are the whole space's, whatever --top is; the
+    pareto objective returns the front itself."""
+    model, cluster = model_preset("gpt-7.5b"), cluster_preset("dgx-a100-80gb", 4)
+    one = search(model, cluster, 128, top_k=1)
+    fifty = search(model, cluster, 128, top_k=50)
+    assert one.exhaustive and fifty.exhaustive
+    assert one.n_feasible == fifty.n_feasible > 50
+    assert [(r.framework, r.config) for r in one.pareto] == [(r.framework, r.config) for r in fifty.pareto]
+    front = search(model, cluster, 128, objective="pareto", top_k=1)
+    assert [(r.framework, r.config) for r in front.top] == [(r.framework, r.config) for r in fifty.pareto]
+    # every feasible configuration is dominated by (or on) the front
+    best_headroom = {r.prediction.tokens_per_s: r.prediction.memory_headroom_bytes for r in fifty.pareto}
+    for r in fifty.top:
+        assert any(t >= r.prediction.tokens_per_s and h >= r.prediction.memory_headroom_bytes - 1e-6
+                   for t, h in best_headroom.items())
