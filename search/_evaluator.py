@@ -14,7 +14,7 @@ from search._errors import SpecError
 from search._memory_plan import MemoryPlan
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, Precision, TrainingSpec
-from search._predict import predict, predict_memory, time_lower_bound_s
+from search._predict import predict, predict_memory, stage_bound_terms
 from search._prediction import Prediction
 from search._search_result import RankedConfig
 from search._space import Candidate
@@ -71,7 +71,7 @@ class Evaluator:
         self.closest: list[tuple[tuple[float, float], int, Candidate, MemoryPlan]] = []
         self.n_evaluated = 0
         self.n_feasible = 0
-        self._bound_cache: dict[tuple[Any, ...], float] = {}
+        self._bound_cache: dict[tuple[Any, ...], tuple[float, float]] = {}
         self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
         self.fitting: dict[Candidate, MemoryPlan] = {}
         """After :meth:`scan_memory`: every candidate that fits, with its memory plan."""
@@ -121,19 +121,21 @@ class Evaluator:
         return fitting
 
     def upper_bound_tokens_per_s(self, cand: Candidate) -> float:
-        """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`). The bound is
-        m times a per-micro-batch time that depends only on the layer shape, cached here by it."""
+        """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`): m times the
+        slowest rank's per-micro-batch time plus the others' once over vp, terms that depend only on
+        the layer shape and the layout, cached here by them."""
         c = cand.config
         key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute, c.tp_comm_overlap,
                cand.framework == "megatron-deepspeed", c.stage_layers)
-        per_micro_batch_s = self._bound_cache.get(key)
-        if per_micro_batch_s is None:
+        terms = self._bound_cache.get(key)
+        if terms is None:
             one = replace(c, dp=1, zero_stage=0, offload_optimizer="none", offload_param="none", vp=1)
             training = replace(self.trainings[cand.framework], global_batch=c.micro_batch)
-            per_micro_batch_s = time_lower_bound_s(self.model, self.cluster, one, training, self.cal)
-            self._bound_cache[key] = per_micro_batch_s
+            terms = stage_bound_terms(self.model, self.cluster, one, training, self.cal)
+            self._bound_cache[key] = terms
+        slowest_s, others_s = terms
         micro_batches = self.tokens_per_step // (self.model.seq_len * c.dp * c.micro_batch)
-        return self.tokens_per_step / (micro_batches * per_micro_batch_s)
+        return self.tokens_per_step / (micro_batches * slowest_s + others_s / c.vp)
 
     def __call__(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         """Evaluate once; a repeat (a sampler proposing it again) returns the first answer uncounted."""

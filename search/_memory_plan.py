@@ -68,6 +68,11 @@ class MemoryPlan:
         return tuple(reasons)
 
 
+@lru_cache(maxsize=256)
+def _largest_layer_params(model: ModelSpec) -> int:
+    return model.largest_layer_params
+
+
 def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
                      layers: int, held: float, last: bool, cal: Calibration, per_layer: float,
                      working: float) -> dict[str, float]:
@@ -76,7 +81,7 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
     bytes of one recomputed layer."""
     c = config
     states = model_state_bytes(
-        training.framework, c.zero_stage, c.dp * c.cp, params, model.largest_layer_params / c.tp,
+        training.framework, c.zero_stage, c.dp * c.cp, params, _largest_layer_params(model) / c.tp,
         model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
     )
     stored = per_layer * layers * held

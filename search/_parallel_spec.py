@@ -113,12 +113,20 @@ class ParallelConfig:
         (:func:`search._space.enumerate_space`, whose tests check every result against
         :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
         self = object.__new__(cls)
-        for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp), ("sp", sp),
-                            ("micro_batch", micro_batch), ("zero_stage", zero_stage),
-                            ("offload_optimizer", offload_optimizer), ("offload_param", offload_param),
-                            ("recompute", recompute), ("tp_comm_overlap", tp_comm_overlap),
-                            ("stage_layers", stage_layers)):
-            object.__setattr__(self, name, value)
+        put = object.__setattr__  # unrolled: a search builds some 10^5 of these
+        put(self, "dp", dp)
+        put(self, "tp", tp)
+        put(self, "pp", pp)
+        put(self, "vp", vp)
+        put(self, "cp", cp)
+        put(self, "sp", sp)
+        put(self, "micro_batch", micro_batch)
+        put(self, "zero_stage", zero_stage)
+        put(self, "offload_optimizer", offload_optimizer)
+        put(self, "offload_param", offload_param)
+        put(self, "recompute", recompute)
+        put(self, "tp_comm_overlap", tp_comm_overlap)
+        put(self, "stage_layers", stage_layers)
         return self
 
     @property

@@ -142,19 +142,30 @@ def dp_overlap(framework: str, pp: int, cal: Calibration) -> float:
     return 0.0 if framework == "megatron-deepspeed" and pp > 1 else cal.dp_overlap
 
 
-def time_lower_bound_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-                       calibration: Calibration | None = None) -> float:
-    """A cheap lower bound on :func:`predict`'s iteration time: the slowest pipeline rank's
-    per-micro-batch work times the number of micro-batches (every other term is >= 0 and overlap
-    never makes a micro-batch shorter than its compute). A search skips configurations whose
-    bound is already slower than its k-th best. Assumes validated inputs."""
+def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+                      calibration: Calibration | None = None) -> tuple[float, float]:
+    """(the slowest rank's per-micro-batch work, the other ranks' summed): what no overlap can hide,
+    per micro-batch in the steady state and once in the warm-up and cool-down."""
     cal = calibration or default_calibration()
     c = config
     t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
                            c.micro_batch, c.recompute, c.tp_comm_overlap)
+    stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), microbatch_overhead_s(training.framework, c.pp, cal))
+    slowest = max(stage_s)
+    return slowest, sum(stage_s) - slowest
+
+
+def time_lower_bound_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+                       calibration: Calibration | None = None) -> float:
+    """A cheap lower bound on :func:`predict`'s iteration time: the slowest pipeline rank's
+    per-micro-batch work times the number of micro-batches, plus the other ranks' work once over vp
+    (the warm-up and cool-down of :func:`search._schedule.pipeline_bubble_s`, without p2p); every
+    other term is >= 0 and overlap never makes a micro-batch shorter than its compute. A search
+    skips configurations whose bound is already slower than its k-th best. Assumes validated inputs."""
+    c = config
+    slowest, others = stage_bound_terms(model, cluster, c, training, calibration)
     m = training.global_batch // (c.dp * c.micro_batch)
-    overhead_s = microbatch_overhead_s(training.framework, c.pp, cal)
-    return m * max(stage_micro_batch_s(t, stage_layer_counts(model, c), overhead_s))
+    return m * slowest + others / c.vp
 
 
 def predict_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
