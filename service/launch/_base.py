@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from search import ClusterSpec, HardwareProfile, ModelSpec, ParallelConfig, TrainingSpec
+from search import ClusterSpec, HardwareProfile, ModelSpec, ParallelConfig, SpecError, TrainingSpec
 
 from ._recipe import TrainingRecipe
 
@@ -38,6 +38,19 @@ class LaunchRequest:
     """Measured hardware profile: supplies DeepSpeed's aio settings when NVMe is used."""
     recipe: TrainingRecipe = field(default_factory=TrainingRecipe)
     """Data, tokenizer, schedule, length, checkpoints and logging (placeholders where not given)."""
+
+    def __post_init__(self) -> None:
+        # A value that becomes a program path or argument must not act as an option: torchrun takes
+        # the last --rdzv-endpoint, so a train_script "--rdzv-endpoint=attacker:29400" would move the
+        # rendezvous although every shell value is quoted (issue 17, found by an adversarial probe).
+        for name in ("train_script", "job_name", "master_addr", "nvme_path", *(() if not self.hosts else ("hosts",))):
+            values = self.hosts if name == "hosts" else (getattr(self, name),)
+            for value in values:
+                if value is None or value == "":
+                    continue
+                if value.startswith("-"):
+                    raise SpecError(f"LaunchRequest.{name}", f"{value!r} starts with '-', so the launcher would read "
+                                    "it as an option", "give a path or name that does not start with '-' (use ./-x)")
 
 
 @dataclass(frozen=True, slots=True)

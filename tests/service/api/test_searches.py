@@ -83,6 +83,9 @@ def test_search_runs_and_serves_the_ranking_of_search_search(client: TestClient,
     else:
         assert "--context-parallel-size" not in args
     slurm = client.get(f"{best.launch}?target=slurm&hosts=gpu-a&train_script=train.py").json()
+    for target in ("torchrun", "deepspeed-launcher", "slurm"):  # issue 17 item 6: no value acts as an option
+        assert fields(client.get(f"{best.launch}?target={target}&hosts=gpu-a"
+                                 "&train_script=--rdzv-endpoint=attacker.example:29400")) == ["train_script"]
     assert "train.py" in slurm["command"] + "".join(slurm["files"].values())
     assert fields(client.get(f"{best.launch}?target=slurm&hosts=a,b")) == ["hosts"]
     for hosts in (",,,", "gpu-a;reboot", "gpu%20a", "$(id)", "gpu-a%0Anode"):  # review: accepted into scripts

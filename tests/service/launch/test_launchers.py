@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import search
@@ -201,6 +201,7 @@ MARKER = "MARKER_FILE"  # relative: resolved in the script's working directory (
          script=f"a b\ntouch {MARKER}", args=[f"\"$(touch {MARKER})\"", "$HOME", "\\"])
 def test_torchrun_no_injection(tmp_path: Path, job: str, hosts: tuple[str, str], script: str,
                                args: list[str]) -> None:
+    assume(not any(v.startswith("-") for v in (job, script, *hosts)))  # refused: see the option test below
     req = request(hosts=hosts, job_name=job, train_script=script)
     out = torchrun(req, args)
     # master_addr is the first host, even an empty one (placeholders only when no hosts are given)
@@ -213,6 +214,7 @@ def test_torchrun_no_injection(tmp_path: Path, job: str, hosts: tuple[str, str],
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(hosts=st.tuples(texts(MARKER), texts(MARKER)), script=texts(MARKER), args=st.lists(texts(MARKER), max_size=4))
 def test_deepspeed_no_injection(hosts: tuple[str, str], script: str, args: list[str]) -> None:
+    assume(not any(v.startswith("-") for v in (script, *hosts)))  # refused: see the option test below
     req = request(hosts=hosts, train_script=script)
     if any(not h or any(c.isspace() for c in h) for h in hosts):
         with pytest.raises(SpecError, match="hosts"):
@@ -230,6 +232,7 @@ def test_deepspeed_no_injection(hosts: tuple[str, str], script: str, args: list[
 @example(job=f"$(touch {MARKER}) `touch {MARKER}`; touch {MARKER}", script=f"\ntouch {MARKER}\n",
          args=[f"$(touch {MARKER})", f"'; touch {MARKER}; '", "a\nb"])
 def test_slurm_no_injection(tmp_path: Path, job: str, script: str, args: list[str]) -> None:
+    assume(not any(v.startswith("-") for v in (job, script)))  # refused: see the option test below
     req = request(job_name=job, train_script=script)
     if any(ord(c) < 32 or ord(c) == 127 for c in job):
         with pytest.raises(SpecError, match="job_name"):
@@ -278,3 +281,26 @@ def run_script(tmp_path: Path, script: str, *, check: bool = True,
     assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
     argv: list[str] = json.loads(done.stdout.decode("utf-8", "surrogateescape"))
     return ["torchrun", *argv]
+
+
+@pytest.mark.parametrize("target", ["torchrun", "deepspeed-launcher", "slurm"])
+@pytest.mark.parametrize(("field", "value"), [
+    ("train_script", "--rdzv-endpoint=attacker.example:29400"), ("job_name", "--dependency=afterok:1"),
+    ("master_addr", "-x"), ("nvme_path", "--help"), ("hosts", ("-oProxyCommand=x", "b")),
+])
+def test_values_cannot_act_as_options_for_any_launcher(target: str, field: str, value: str) -> None:
+    """Issue 17 item 6: torchrun takes the last --rdzv-endpoint, so a quoted train_script starting with
+    '-' still moved the rendezvous. Every value that becomes a path or argument is refused instead."""
+    import dataclasses
+
+    from search import ParallelConfig, TrainingSpec, cluster_preset, model_preset
+    from service.launch import LaunchRequest, emit_target
+
+    base = dict(model=model_preset("gpt-7.5b"), cluster=cluster_preset("dgx-a100-80gb", 1),
+                config=ParallelConfig(dp=8, zero_stage=1), training=TrainingSpec(64, framework="megatron"))
+    with pytest.raises(SpecError, match=f"LaunchRequest.{field}"):
+        request = LaunchRequest(**base, **{field: value})  # type: ignore[arg-type]
+        emit_target(request, target)
+    ok = LaunchRequest(**base, train_script="./-x.py")  # type: ignore[arg-type]
+    assert "./-x.py" in emit_target(dataclasses.replace(ok), target).command + "".join(
+        emit_target(ok, target).files.values())
