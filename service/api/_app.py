@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 
 from service.api import _errors
 from service.api._body_limit import BodyLimit
@@ -53,6 +54,21 @@ def _document_app_wide_answers(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+OPERATION_IDS = {"predict_one": "predict", "get_configs": "listConfigs", "get_launch": "getLaunchFiles",
+                 "accuracy": "getRunsAccuracy", "healthz": "getHealth", "readyz": "getReadiness",
+                 "metrics": "getMetrics"}
+"""Where a route function's name does not read as an SDK method; the rest are camel-cased."""
+
+
+def operation_id(route: APIRoute) -> str:
+    """The OpenAPI operationId of a route as an SDK would name the method: ``createSearch``,
+    ``listConfigs``, ... (FastAPI's default is ``create_search_v1_searches_post``)."""
+    if route.name in OPERATION_IDS:
+        return OPERATION_IDS[route.name]
+    head, *rest = route.name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
 def create_app(settings: Settings | None = None, *, db: Database | None = None, migrate: bool = True) -> FastAPI:
     """The service for ``settings`` (default: from the environment)."""
     from service.api import (
@@ -72,6 +88,7 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
         db.upgrade()
     app = FastAPI(
         title="autopar",
+        generate_unique_id_function=operation_id,
         docs_url=None,  # /docs and /redoc are served offline by _routes_docs (vendored assets, no CDN)
         redoc_url=None,
         version=autopar_version(),

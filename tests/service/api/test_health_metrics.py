@@ -150,3 +150,16 @@ def test_apps_in_one_process_have_their_own_registries(settings: Settings, app_d
         key = {"method": "GET", "route": "/healthz", "status": "200"}
         assert value(a.get("/metrics").text, "autopar_http_requests_total", **key) == 2
         assert value(b.get("/metrics").text, "autopar_http_requests_total", **key) == 1
+
+
+def test_operation_ids_read_as_sdk_methods(client: TestClient) -> None:
+    """Issue 17: operationIds an SDK generator turns into method names (createSearch, listConfigs, ...),
+    not FastAPI's create_search_v1_searches_post."""
+    import re
+
+    spec = client.get("/openapi.json").json()
+    ids = [op["operationId"] for ops in spec["paths"].values() for op in ops.values()]
+    assert len(ids) == len(set(ids))
+    assert all(re.fullmatch(r"[a-z]+(?:[A-Z][a-z0-9]*)*", i) for i in ids), ids
+    assert {"createSearch", "listSearches", "getSearch", "cancelSearch", "listConfigs", "getLaunchFiles", "predict",
+            "createProfile", "createRun", "getRunsAccuracy"} <= set(ids)
