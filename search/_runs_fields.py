@@ -1,0 +1,229 @@
+"""What the calibration loader does with every field of the runs schema, and why it refuses a record.
+
+:data:`RUN_FIELDS` lists each field of both schemas (``benchmarks/data/README.md`` and
+``README_2024_2026.md``) as *modelled*, *checked*, *informational* or *refused when set*;
+:func:`_refusals` names every field of a record the cost model cannot express (a mixture of
+experts, an FP8 recipe other than per-tensor scaling, a GPU without a preset, a field it does not
+know ...), each with its category for counting. :mod:`search._runs_file` turns the records that
+pass into specs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from search._errors import SpecError
+from search._parallel_spec import FRAMEWORKS, PRECISIONS
+
+NODE_FOR_GPU = {
+    "v100-sxm3-32gb": "dgx-2",
+    "v100-32gb": "dgx-2",
+    "a100-sxm4-40gb": "dgx-a100-40gb",
+    "a100-sxm4-80gb": "dgx-a100-80gb",
+    "h100-sxm5-80gb": "dgx-h100",
+    "h200-sxm-141gb": "dgx-h200",
+}
+
+_POSITION_EMBEDDINGS = {"learned": "learned", "learned_absolute": "learned", "rope": "rope", "alibi": "alibi"}
+"""Spellings of the schema (``learned_absolute``: NeMo's GPT-3) -> :class:`ModelSpec` values."""
+
+# What the loader does with every field of the two schemas (the README's runs.json schema and
+# README_2024_2026.md's extensions); "" is the record itself. A field not listed here is refused
+# when it carries a value, so a new field is never dropped unnoticed.
+MODELLED, CHECKED, INFORMATIONAL, REFUSED_WHEN_SET = "modelled", "checked", "informational", "refused when set"
+RUN_FIELDS: dict[str, dict[str, str]] = {
+    "": {
+        # source: read for the per-source statistics.
+        "id": MODELLED, "source": MODELLED, "model": MODELLED, "cluster": MODELLED, "config": MODELLED,
+        "measured": MODELLED, "source_locator": INFORMATIONAL, "confidence": INFORMATIONAL, "notes": INFORMATIONAL,
+        "source_date": INFORMATIONAL, "software": INFORMATIONAL, "repeat_group": INFORMATIONAL,
+        "repeat_group_size": INFORMATIONAL,
+    },
+    "model": {
+        # bias, norm, dropout and the fields from qkv_bias on: beyond the published schema, written by
+        # ``autopar runs export`` (the shape as it ran).
+        **dict.fromkeys(("name", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "activation",
+                         "attention", "tied_embeddings", "position_embedding", "bias", "norm", "dropout",
+                         "qkv_bias", "qk_norm", "parallel_residual", "norm_eps", "rope_theta", "rope_scaling_factor",
+                         "rotary_percent"), MODELLED),
+        "params": MODELLED,  # read only when layers is null (layers solved from it), else the shape's own count
+        "head_dim": CHECKED,  # must be hidden / heads
+        "active_params": CHECKED,  # must equal params (a dense model)
+        **dict.fromkeys(("moe", "mla", "mtp_layers", "attention_window", "activation_detail"), REFUSED_WHEN_SET),
+        "params_how": INFORMATIONAL, "shape_source": INFORMATIONAL,
+    },
+    "cluster": {
+        "gpu": MODELLED, "num_gpus": MODELLED, "gpus_per_node": MODELLED,
+        "network": MODELLED,  # link rates, NVLink count and host RAM parsed from the text; else the node preset
+        "nvlink_domain": CHECKED,  # must be one node
+        "peak_flop_per_s_per_gpu": INFORMATIONAL,  # the source's utilisation convention; the GPU preset is used
+    },
+    "config": {
+        # recompute "selective" is read as the cost model's (the attention core, Korthikanti et al. 2022);
+        # torchtitan's rows say in their notes only that theirs is per op or every n-th layer.
+        **dict.fromkeys(("tp", "pp", "dp", "cp", "vp", "sp", "micro_batch", "global_batch", "zero_stage",
+                         "offload_optimizer", "offload_param", "recompute", "precision", "framework"), MODELLED),
+        # An uneven pipeline: first/last-stage counts (Megatron's form) when given, else the split is an
+        # open field that benchmarks/_tuned.py fills with each layout the runtime can express.
+        **dict.fromkeys(("uneven_pipeline", "first_stage_layers", "last_stage_layers"), MODELLED),
+        # Beyond the published schema, written by ``autopar runs export``: the layout and TP overlap as they ran.
+        **dict.fromkeys(("stage_layers", "tp_comm_overlap"), MODELLED),
+        "grad_accum": CHECKED,  # = global_batch / (micro_batch * dp); gives micro_batch when that is null
+        **dict.fromkeys(("ep", "etp", "expert_dp", "moe_dispatcher", "fsdp", "fsdp_shard_size", "fp8_recipe",
+                         "local_batch", "torch_compile",
+                         "async_tp", "pipeline_schedule", "optimizer", "recompute_modules", "framework_detail"),
+                        REFUSED_WHEN_SET),
+    },
+    "measured": {
+        "iteration_time_s": MODELLED, "peak_memory_bytes_per_gpu": MODELLED, "oom": MODELLED,
+        **dict.fromkeys(("iteration_time_kind", "iteration_time_how", "tokens_per_s", "tokens_per_s_per_gpu",
+                         "tokens_per_s_how", "tflops_per_gpu", "flops_convention", "mfu", "hfu",
+                         "peak_memory_kind"), INFORMATIONAL),
+    },
+}
+"""Refused when set means: refused unless null or the value the model has (ep 1, fp8_recipe per-tensor
+scaling, torch_compile/async_tp false, pipeline_schedule 1F1B, optimizer Adam)."""
+
+# Reasons a record is refused, for counting refusals by category.
+GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, TOPOLOGY = (
+    "unknown GPU", "mixture of experts", "attention variant", "model architecture", "uneven pipeline",
+    "precision or FP8 recipe", "runtime feature", "cluster topology")
+INCONSISTENT, MALFORMED, UNKNOWN_FIELD, INVALID = (
+    "inconsistent record", "malformed record", "unknown field", "invalid specs")
+CATEGORIES = (GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, TOPOLOGY, INCONSISTENT, MALFORMED,
+              UNKNOWN_FIELD, INVALID)
+
+TUNABLE = ("micro_batch", "vp", "sp", "recompute", "stage_layers")
+"""Configuration fields a source may leave open: :attr:`CalibrationRun.unknown` names them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why one field keeps a record from being predicted."""
+
+    field: str
+    """Dotted path in the record, e.g. ``model.moe``."""
+    problem: str
+    category: str
+    """One of :data:`CATEGORIES`."""
+
+
+class RecordRefused(SpecError):
+    """A record the loader will not turn into specs; every reason is in :attr:`refusals`."""
+
+    def __init__(self, record_id: str, refusals: Sequence[Refusal]) -> None:
+        self.record_id = record_id
+        self.refusals = tuple(refusals)
+        first, *rest = self.refusals
+        more = "".join(f"; {r.field}: {r.problem}" for r in rest)
+        super().__init__(first.field, f"{first.problem}{more} (record {record_id!r})",
+                         "leave the record out until the cost model can express it, or correct it")
+
+
+def _per_tensor(recipe: str) -> bool:
+    """FP8 with one scale per tensor (Transformer Engine delayed or current scaling, torchao tensorwise):
+    what ``fp8_gemm_speedup`` was fitted on. MXFP8, blockwise, rowwise and NVFP4 scale finer."""
+    text = recipe.lower()
+    return (any(k in text for k in ("per-tensor", "tensorwise", "current-scaling", "current scaling", "delayed"))
+            and not any(k in text for k in ("mxfp8", "block", "rowwise", "nvfp4")))
+
+
+def _refusals(rec: dict[str, Any]) -> list[Refusal]:
+    """Every field of ``rec`` whose value the cost model cannot express (empty: the record is modelled)."""
+    out: list[Refusal] = []
+
+    def refuse(field: str, problem: str, category: str) -> None:
+        out.append(Refusal(field, problem, category))
+
+    sections: dict[str, dict[str, Any]] = {}
+    for name in ("model", "cluster", "config", "measured"):
+        value = rec.get(name, {} if name == "measured" else None)
+        if not isinstance(value, dict):
+            refuse(name, "is missing" if value is None else f"is a {type(value).__name__}, not an object", MALFORMED)
+            value = {}
+        sections[name] = value
+    for section, fields in RUN_FIELDS.items():
+        for key, value in (rec if section == "" else sections[section]).items():
+            if key not in fields and value is not None:
+                refuse(f"{section}.{key}".strip("."), "is not a field of the calibration schema "
+                       "(benchmarks/data/README.md, README_2024_2026.md) and the loader does not model it",
+                       UNKNOWN_FIELD)
+    m, cl, cfg = sections["model"], sections["cluster"], sections["config"]
+    required = {"": ("id",), "model": ("hidden", "heads", "vocab", "seq_len"), "cluster": ("gpu", "num_gpus"),
+                "config": ("global_batch",)}
+    for section, keys in required.items():
+        holder = rec if section == "" else sections[section]
+        for key in (*keys, "params") if section == "model" and m.get("layers") is None else keys:
+            if holder.get(key) is None and (section == "" or section in rec):
+                refuse(f"{section}.{key}".strip("."), "is missing", MALFORMED)
+
+    if (gpu := cl.get("gpu")) not in NODE_FOR_GPU:
+        refuse("cluster.gpu", f"{gpu!r} is not a GPU the cost model has a preset for "
+               f"({', '.join(sorted(NODE_FOR_GPU))})", GPU)
+    domain, gpn = cl.get("nvlink_domain"), cl.get("gpus_per_node")
+    if domain is not None and gpn is not None and domain != gpn:
+        refuse("cluster.nvlink_domain", f"an NVLink domain of {domain} GPUs across nodes of {gpn} is not modelled "
+               "(NVLink inside a node, the network between nodes)", TOPOLOGY)
+
+    if m.get("moe") is not None:
+        refuse("model.moe", "mixture-of-experts layers are not modelled (dense MLPs only)", MOE)
+    if m.get("active_params") is not None and m.get("active_params") != m.get("params"):
+        refuse("model.active_params", f"{m['active_params']:.4g} of {m.get('params') or 0:.4g} parameters active "
+               "per token: only dense models are modelled", MOE)
+    if m.get("mla") is not None:
+        refuse("model.mla", "multi-head latent attention is not modelled", ATTENTION)
+    if m.get("attention_window") is not None:
+        refuse("model.attention_window", "sliding-window attention is not modelled (full causal attention only)",
+               ATTENTION)
+    hidden, heads = m.get("hidden"), m.get("heads")
+    if m.get("head_dim") is not None and (not hidden or not heads or m["head_dim"] * heads != hidden):
+        refuse("model.head_dim", f"{m['head_dim']} is not hidden/heads = {hidden}/{heads}: the cost model's "
+               "head dimension is hidden/heads", ATTENTION)
+    if m.get("mtp_layers"):
+        refuse("model.mtp_layers", f"{m['mtp_layers']} multi-token-prediction layers are not modelled", ARCHITECTURE)
+    if m.get("activation") not in (None, "gelu", "swiglu"):
+        refuse("model.activation", f"{m['activation']!r} is not modelled (gelu, swiglu)", ARCHITECTURE)
+    if m.get("activation_detail") is not None:
+        refuse("model.activation_detail", f"{m['activation_detail']!r} is not modelled (plain gelu or swiglu only)",
+               ARCHITECTURE)
+    if m.get("position_embedding") not in (None, *_POSITION_EMBEDDINGS):
+        refuse("model.position_embedding", f"{m['position_embedding']!r} is not modelled "
+               f"({', '.join(_POSITION_EMBEDDINGS)})", ARCHITECTURE)
+
+    for key in ("ep", "etp", "expert_dp"):
+        if cfg.get(key) not in (None, 1):
+            refuse(f"config.{key}", f"expert parallelism ({key}={cfg[key]}) is not modelled", MOE)
+    if cfg.get("moe_dispatcher") is not None:
+        refuse("config.moe_dispatcher", "mixture-of-experts token dispatch is not modelled", MOE)
+    first, last = cfg.get("first_stage_layers"), cfg.get("last_stage_layers")
+    if (first is None) != (last is None):
+        refuse("config.first_stage_layers", "give both first_stage_layers and last_stage_layers, or neither",
+               PIPELINE)
+    if cfg.get("precision") not in (None, *PRECISIONS):
+        refuse("config.precision", f"{cfg['precision']!r} training is not modelled ({', '.join(PRECISIONS)})",
+               PRECISION)
+    if (recipe := cfg.get("fp8_recipe")) is not None and not _per_tensor(str(recipe)):
+        refuse("config.fp8_recipe", f"{recipe!r}: only per-tensor FP8 scaling is modelled", PRECISION)
+    if cfg.get("framework") not in (None, *FRAMEWORKS):
+        refuse("config.framework", f"{cfg['framework']!r} is not a runtime the cost model knows "
+               f"({', '.join(FRAMEWORKS)})", RUNTIME)
+    for key, what in (("fsdp", "Megatron-FSDP"), ("fsdp_shard_size", "a hybrid FSDP sharding group"),
+                      ("local_batch", "a local batch besides micro_batch"),
+                      ("recompute_modules", "recomputing chosen modules"), ("framework_detail", "a framework variant")):
+        if cfg.get(key) is not None:
+            refuse(f"config.{key}", f"{what} ({cfg[key]!r}) is not modelled", RUNTIME)
+    if cfg.get("torch_compile"):
+        refuse("config.torch_compile", "torch.compile's kernel fusion is not modelled", RUNTIME)
+    if cfg.get("async_tp"):
+        refuse("config.async_tp", "asynchronous tensor parallelism (TP collectives overlapped) is not modelled",
+               RUNTIME)
+    if (schedule := cfg.get("pipeline_schedule")) is not None:
+        name, vp = str(schedule).lower().replace("-", " "), cfg.get("vp")
+        if not ((name == "1f1b" and vp in (None, 1)) or (name == "interleaved 1f1b" and (vp or 1) > 1)):
+            refuse("config.pipeline_schedule", f"{schedule!r} with vp={vp} is not modelled (1F1B, or interleaved "
+                   "1F1B with its virtual stages given)", RUNTIME)
+    if cfg.get("optimizer") not in (None, "adam", "adamw"):
+        refuse("config.optimizer", f"{cfg['optimizer']!r} is not modelled (Adam)", RUNTIME)
+    return out
