@@ -73,7 +73,7 @@ from search._pipeline_layout import (
     megatron_first_last,
     torchtitan_split,
 )
-from search._support import SupportStatus, cached_status, model_status
+from search._support import SupportStatus, cached_status, model_entries_for, model_status
 
 FRAMEWORK_TARGETS: tuple[str, ...] = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "any")
 """What :func:`enumerate_space` accepts: one runtime, or ``"any"`` for all four."""
@@ -286,8 +286,6 @@ def _positive(name: str, value: object) -> int:
 def why_no_valid(model: ModelSpec, world_size: int, global_batch: int, framework: str,
                  allow_untested: bool = False) -> tuple[str, ...]:
     """Which rule leaves no valid configuration, and what would make some valid (for an empty space)."""
-    from search._support import model_entries_for
-
     reasons: list[str] = []
     for runtime in _targets(framework):
         for e in model_entries_for(runtime, model):

@@ -182,18 +182,25 @@ def is_placeholder(text: str | None) -> bool:
     return text is not None and text.startswith("${")
 
 
+def _flag_number(values: dict[str, str | None], flag: str, field: str, convert: type[int] | type[float],
+                 noun: str) -> int | float | None:
+    """``flag``'s value converted, None when absent or a placeholder; SpecError on ``field`` otherwise."""
+    text = values.get(flag)
+    if text is None or is_placeholder(text):
+        return None
+    try:
+        return convert(text)
+    except ValueError:
+        raise SpecError(field, f"{flag} {text!r} is not {noun}", f"give {flag} {noun}") from None
+
+
 def int_value(values: dict[str, str | None], flag: str, default: int | None, field: str = _FIELD) -> int | None:
     """``flag``'s integer value, ``default`` when absent or a placeholder; SpecError on ``field`` when not an
     integer."""
-    text = values.get(flag)
-    if flag in values and text is None:
+    if flag in values and values[flag] is None:
         raise SpecError(field, f"{flag} has no value", f"give {flag} an integer")
-    if text is None or is_placeholder(text):
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise SpecError(field, f"{flag} {text!r} is not an integer", f"give {flag} an integer") from None
+    number = _flag_number(values, flag, field, int, "an integer")
+    return default if number is None else int(number)
 
 
 def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
@@ -268,13 +275,8 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
 
 def float_value(values: dict[str, str | None], flag: str, field: str) -> float | None:
     """``flag``'s number, None when absent or a placeholder; SpecError on ``field`` when not a number."""
-    text = values.get(flag)
-    if text is None or is_placeholder(text):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise SpecError(field, f"{flag} {text!r} is not a number", f"give {flag} a number") from None
+    number = _flag_number(values, flag, field, float, "a number")
+    return None if number is None else float(number)
 
 
 def check_recipe_args(v: dict[str, str | None], field: str) -> None:
