@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from search._errors import UnknownPresetError
 from search._model_spec import Attention, ModelSpec, PositionEmbedding
+from search._moe_spec import MLASpec, MoESpec
 
 
 def _gelu_4h(name: str, layers: int, hidden: int, heads: int, *, vocab: int, seq_len: int,
@@ -56,6 +57,28 @@ def _llama(
         attention="flash",
         rope_theta=rope_theta,
     )
+
+
+def _swiglu_moe(
+    name: str, *, layers: int, hidden: int, heads: int, ffn: int, vocab: int, seq_len: int, moe: MoESpec,
+    rope_theta: float, norm_eps: float, kv_heads: int | None = None, head_dim: int | None = None,
+    qk_norm: bool = False, mla: MLASpec | None = None, mtp_layers: int = 0,
+) -> ModelSpec:
+    """A Llama-style block (SwiGLU, RMSNorm, RoPE, no biases, untied LM head, FlashAttention)
+    whose MLP is a mixture of experts after ``moe.first_dense_layers`` dense layers of ``ffn``
+    (``ffn`` = ``moe.expert_ffn`` when every layer is an MoE layer)."""
+    return ModelSpec(
+        name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn, vocab=vocab,
+        seq_len=seq_len, activation="swiglu", tied_embeddings=False, position_embedding="rope", bias=False,
+        norm="rmsnorm", attention="flash", rope_theta=rope_theta, norm_eps=norm_eps, head_dim=head_dim,
+        qk_norm=qk_norm, mla=mla, moe=moe, mtp_layers=mtp_layers,
+    )
+
+
+# DeepSeek-V3's multi-head latent attention (arXiv:2412.19437 Sec. 4.2: d_c = 512, d_c' = 1536,
+# d_h = 128 per head, d_h^R = 64; config.json q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+# qk_rope_head_dim, v_head_dim), which Kimi K2 keeps (its config.json has the same five values).
+_DEEPSEEK_MLA = MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
 
 
 def _mpt(name: str, *, layers: int, hidden: int, heads: int, seq_len: int) -> ModelSpec:
@@ -117,6 +140,56 @@ _PRESETS: tuple[ModelSpec, ...] = (
     # MLP expansion_ratio 4 (config.json). MPT-30B was pre-trained at 2048 and then at 8192.
     _mpt("mpt-7b", layers=32, hidden=4096, heads=32, seq_len=2048),
     _mpt("mpt-30b", layers=48, hidden=7168, heads=64, seq_len=8192),
+    # Mixtral 8x7B (Jiang et al. 2024, arXiv:2401.04088, Table 1: dim 4096, 32 layers, head_dim 128,
+    # hidden_dim 14336, 32 heads, 8 KV heads, vocab 32000, 8 experts, top 2; Sec. 2: "pretrained ...
+    # using a context size of 32k tokens"); mistralai/Mixtral-8x7B-v0.1 config.json (= examples/hf/
+    # mixtral-8x7b): num_local_experts 8, num_experts_per_tok 2, intermediate_size 14336 per expert,
+    # rope_theta 1e6, rms_norm_eps 1e-5, sliding_window null (full attention). Every layer is MoE.
+    _swiglu_moe("mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
+                seq_len=32768, moe=MoESpec(experts=8, topk=2, expert_ffn=14336), rope_theta=1e6, norm_eps=1e-5),
+    # Mixtral 8x22B: mistral-community/Mixtral-8x22B-v0.1 config.json (the base checkpoint of the
+    # announcement): hidden_size 6144, 56 layers, 48 heads, 8 KV heads, intermediate_size 16384 per
+    # expert, 8 experts top 2, vocab 32000 (the Instruct checkpoint's tokenizer has 32768 rows: +9.4M
+    # parameters), rope_theta 1e6, rms_norm_eps 1e-5, max_position_embeddings 65536. Mistral publishes
+    # no pre-training length; seq_len 65536 is the "64K tokens context window" of the announcement
+    # (mistral.ai/news/mixtral-8x22b, 2024-04-17).
+    _swiglu_moe("mixtral-8x22b", layers=56, hidden=6144, heads=48, kv_heads=8, ffn=16384, vocab=32000,
+                seq_len=65536, moe=MoESpec(experts=8, topk=2, expert_ffn=16384), rope_theta=1e6, norm_eps=1e-5),
+    # DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437 Sec. 4.2 "Hyper-Parameters": 61 layers, hidden
+    # 7168, 128 heads, MLA as above, every layer MoE but the first three, 1 shared and 256 routed
+    # experts of 2048, 8 activated, MTP depth 1; "maximum sequence length to 4K during pre-training");
+    # deepseek-ai/DeepSeek-V3 config.json: intermediate_size 18432 (the three dense layers),
+    # moe_intermediate_size 2048, n_shared_experts 1, first_k_dense_replace 3, vocab_size 129280,
+    # num_nextn_predict_layers 1, rope_theta 10000, rms_norm_eps 1e-6 (its YaRN rope_scaling, factor
+    # 40 over 4096, came with the long-context extension after pre-training). The same shape as
+    # benchmarks/data/runs_2024_2026.json's "DeepSeek-V3 671B" (Megatron-MoE-ModelZoo DeepSeek-V3.yaml).
+    _swiglu_moe("deepseek-v3", layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280, seq_len=4096,
+                moe=MoESpec(experts=256, topk=8, expert_ffn=2048, shared_experts=1, shared_expert_ffn=2048,
+                            first_dense_layers=3),
+                mla=_DEEPSEEK_MLA, mtp_layers=1, rope_theta=10000.0, norm_eps=1e-6),
+    # Qwen3 MoE (Qwen Team 2025, arXiv:2505.09388, Table 2: layers, Q/KV heads, 128 experts of which 8
+    # activated, no shared experts; Sec. 3.2: the general and reasoning pre-training stages use
+    # sequences of 4,096 tokens, the last stage extends to 32,768); Qwen/Qwen3-30B-A3B and
+    # Qwen/Qwen3-235B-A22B config.json: head_dim 128 (wider than hidden / heads), moe_intermediate_size
+    # 768 / 1536, decoder_sparse_step 1 and mlp_only_layers [] (every layer MoE), vocab 151936, untied,
+    # rope_theta 1e6, rms_norm_eps 1e-6; Qwen3MoeAttention's RMSNorm on each query and key head (qk_norm).
+    _swiglu_moe("qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, qk_norm=True,
+                ffn=768, vocab=151936, seq_len=4096, moe=MoESpec(experts=128, topk=8, expert_ffn=768),
+                rope_theta=1e6, norm_eps=1e-6),
+    _swiglu_moe("qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, qk_norm=True,
+                ffn=1536, vocab=151936, seq_len=4096, moe=MoESpec(experts=128, topk=8, expert_ffn=1536),
+                rope_theta=1e6, norm_eps=1e-6),
+    # Kimi K2 (Kimi Team 2025, arXiv:2507.20534, Table 2 against DeepSeek-V3: 64 heads instead of 128,
+    # 384 experts instead of 256, 1 dense layer instead of 3; pre-trained with a 4,096-token context,
+    # then extended with YaRN); moonshotai/Kimi-K2-Base config.json (architectures
+    # DeepseekV3ForCausalLM): hidden_size 7168, 61 layers, intermediate_size 18432 (the dense layer),
+    # moe_intermediate_size 2048, n_routed_experts 384, num_experts_per_tok 8, n_shared_experts 1,
+    # first_k_dense_replace 1, the MLA of DeepSeek-V3, vocab_size 163840, num_nextn_predict_layers 0,
+    # rope_theta 50000, rms_norm_eps 1e-6.
+    _swiglu_moe("kimi-k2", layers=61, hidden=7168, heads=64, ffn=18432, vocab=163840, seq_len=4096,
+                moe=MoESpec(experts=384, topk=8, expert_ffn=2048, shared_experts=1, shared_expert_ffn=2048,
+                            first_dense_layers=1),
+                mla=_DEEPSEEK_MLA, rope_theta=50000.0, norm_eps=1e-6),
 )
 
 MODEL_PRESETS: dict[str, ModelSpec] = {spec.name: spec for spec in _PRESETS}
@@ -143,8 +216,25 @@ MODEL_PRESET_PARAMS: dict[str, float] = {
     "bloom-176b": 176_247_271_424.0,  # bigscience/bloom model card, "Model type" (exact count)
     "mpt-7b": 6.7e9,  # mosaicml/mpt-7b model card, Hyperparameter table (n_parameters)
     "mpt-30b": 29.95e9,  # mosaicml/mpt-30b model card, Hyperparameter table (n_parameters)
+    "mixtral-8x7b": 46.7e9,  # mistral.ai/news/mixtral-of-experts (2023-12-11): "46.7B total parameters"
+    "mixtral-8x22b": 141e9,  # mistral.ai/news/mixtral-8x22b (2024-04-17): "39B active parameters out of 141B"
+    "deepseek-v3": 671e9,  # arXiv:2412.19437 abstract: "671B total parameters" (the 14B MTP module not counted)
+    "qwen3-30b-a3b": 30.5e9,  # Qwen/Qwen3-30B-A3B model card: "30.5B in total and 3.3B activated"
+    "qwen3-235b-a22b": 235e9,  # Qwen/Qwen3-235B-A22B model card: "235B in total and 22B activated"
+    "kimi-k2": 1.04e12,  # arXiv:2507.20534 Table 2: total parameters 1.04T
 }
 """Parameter count each preset's source publishes (rounded as published)."""
+
+MODEL_PRESET_ACTIVE_PARAMS: dict[str, float] = {
+    "mixtral-8x7b": 12.9e9,  # mistral.ai/news/mixtral-of-experts: "only uses 12.9B parameters per token"
+    "mixtral-8x22b": 39e9,  # mistral.ai/news/mixtral-8x22b: "39B active parameters out of 141B"
+    "deepseek-v3": 37e9,  # arXiv:2412.19437 abstract: "37B activated for each token"
+    "qwen3-30b-a3b": 3.3e9,  # Qwen/Qwen3-30B-A3B model card
+    "qwen3-235b-a22b": 22e9,  # Qwen/Qwen3-235B-A22B model card
+    "kimi-k2": 32.6e9,  # arXiv:2507.20534 Table 2: activated parameters 32.6B
+}
+"""Parameters per token each mixture-of-experts preset's source publishes (rounded as published);
+a dense preset's active parameters are all of them."""
 
 
 def model_preset(name: str) -> ModelSpec:
