@@ -75,3 +75,19 @@ def p2p_time_s(size_bytes: float, bytes_per_s: float, latency_s: float) -> float
     if size_bytes <= 0:
         return 0.0
     return latency_s + size_bytes / bytes_per_s
+
+
+def all_to_all_time_s(size_bytes: float, ranks: int, cluster: ClusterSpec, stride: int, cal: Calibration) -> float:
+    """All-to-all in which each of ``ranks`` ranks (``stride`` apart in rank order) sends
+    ``size_bytes`` in total, an equal share to every rank including itself (nccl-tests alltoall:
+    busbw = algbw x (n-1)/n). Shares to ranks on the same node cross NVLink; the others leave
+    through the node's NICs, one rail per GPU. The two run concurrently: the slower sets the
+    time, plus one collective latency."""
+    if ranks <= 1 or size_bytes <= 0:
+        return 0.0
+    node = cluster.node
+    gpn = node.gpus_per_node
+    local = ranks if stride * ranks <= gpn else max(1, gpn // stride) if stride < gpn else 1
+    intra_s = size_bytes * (local - 1) / ranks / node.intra_node_bytes_per_s
+    inter_s = size_bytes * (ranks - local) / ranks / node.nic_bytes_per_s_per_gpu
+    return cal.collective_latency_s + max(intra_s, inter_s)

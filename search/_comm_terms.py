@@ -161,7 +161,8 @@ def _bucket_share(total_s: float, bucket_params: float, params: float) -> float:
 
 
 def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec, cal: Calibration,
-                stage_params: tuple[float, ...], layer_params: float = 0.0) -> StepComm:
+                stage_params: tuple[float, ...], layer_params: float = 0.0,
+                expert_params: tuple[float, ...] = ()) -> StepComm:
     """Data-parallel gradient sync and ZeRO parameter gathers of the largest stage, when each
     runtime really runs them (frameworks_2.md sec. 2.3, read from the runtimes' code):
 
@@ -178,17 +179,39 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     Volumes (Rajbhandari et al. 2020 Sec. 7): all-reduce = reduce-scatter + all-gather of the
     gradient bytes. ``stage_params`` are each pipeline rank's parameters per GPU
     (:func:`search._stages.stage_params_per_rank`; the fullest rank sets the pace); ``layer_params``
-    one block's per GPU.
+    one block's per GPU. ``expert_params``, the routed-expert part of ``stage_params``, syncs over
+    the expert data-parallel group instead (``config.edp`` ranks at a stride of ep x etp;
+    Megatron-Core reduces expert gradients over EDP, the rest over DP x CP; frameworks_2.md sec. 3.2).
     """
     group = config.dp * config.cp
-    params = max(stage_params)
-    shard_params = params / group if config.zero_stage >= 1 else params
+    rank = max(range(len(stage_params)), key=stage_params.__getitem__)
+    params = stage_params[rank]
+    experts = expert_params[rank] if expert_params else 0.0
+    dense = params - experts
+    zero = config.zero_stage >= 1
+    edp = config.edp
+    shard_params = (dense / group + experts / edp) if zero else params
     warnings: list[str] = []
     if config.tp > cluster.node.gpus_per_node:
         warnings.append(f"tp={config.tp} spans nodes: tensor-parallel all-reduces run over the network")
-    if group == 1:
-        return StepComm(0.0, 0.0, 0.0, shard_params, tuple(warnings))
-    link = group_link(cluster, group, config.tp, cal)
+    if config.ep * config.etp > cluster.node.gpus_per_node:
+        warnings.append(f"ep*etp={config.ep * config.etp} spans nodes: the expert all-to-all runs over the network")
+    parts = [_sync_s(cluster, config, training, cal, dense, group, config.tp)]
+    if experts:
+        parts.append(_sync_s(cluster, config, training, cal, experts, edp, config.ep * config.etp))
+    per_mb, step_s, gather = (sum(p[i] for p in parts) for i in range(3))
+    bucket = dp_bucket_params(training.framework, config.dp, params, layer_params or params)
+    return StepComm(per_mb, step_s, gather, shard_params, tuple(warnings),
+                    _bucket_share(step_s, bucket, params), _bucket_share(gather, bucket, params))
+
+
+def _sync_s(cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec, cal: Calibration,
+            params: float, group: int, stride: int) -> tuple[float, float, float]:
+    """(per micro-batch, per step reduction, per step gather) seconds of ``params`` parameters per
+    GPU synchronised over ``group`` ranks ``stride`` apart (see :func:`step_comm_s`)."""
+    if group == 1 or params <= 0:
+        return 0.0, 0.0, 0.0
+    link = group_link(cluster, group, stride, cal)
     grad_bytes = params * grad_reduce_bytes_per_param(training)
     param_bytes = params * BYTES_16BIT
     framework = training.framework
@@ -227,6 +250,4 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     else:
         per_micro_batch_s = 2.0 * all_gather_time_s(param_bytes, group, z3_link)
         per_micro_batch_s += reduce_scatter_time_s(grad_bytes, group, z3_link)
-    bucket = dp_bucket_params(framework, config.dp, params, layer_params or params)
-    return StepComm(per_micro_batch_s, step_s, gather, shard_params, tuple(warnings),
-                    _bucket_share(step_s, bucket, params), _bucket_share(gather, bucket, params))
+    return per_micro_batch_s, step_s, gather

@@ -130,41 +130,66 @@ class LayerTimes:
         return BACKWARD_TO_FORWARD * (self.gemm_s + self.elementwise_s) + self.attention_backward_s
 
 
-def layer_times(model: ModelSpec, tokens: float, kv_len: float, tp: int, sp: bool, kernels: Kernels) -> LayerTimes:
-    """Forward time of one block for ``tokens`` tokens on one of ``tp`` tensor-parallel ranks.
+def linears_time_s(linears: tuple[tuple[int, int, str], ...], tokens: float, tp: int, kernels: Kernels) -> float:
+    """Forward time of weight GEMMs ``(input width, output width, split)`` for ``tokens`` tokens on one
+    of ``tp`` ranks: column-parallel splits the output, row-parallel the input (Shoeybi et al. 2019,
+    arXiv:1909.08053 Sec. 3); replicated ones run whole on every rank."""
+    total = 0.0
+    for i, o, split in linears:
+        if split == "column":
+            total += gemm_time_s(tokens, o / tp, i, kernels)
+        elif split == "row":
+            total += gemm_time_s(tokens, o, i / tp, kernels)
+        else:
+            total += gemm_time_s(tokens, o, i, kernels)
+    return total
 
-    GEMM shapes after Megatron's column/row split (Shoeybi et al. 2019, arXiv:1909.08053
-    Sec. 3): QKV ``[tokens, h] x [h, (h + 2 kv_dim)/tp]``, output ``[tokens, h/tp] x [h/tp, h]``,
-    MLP in ``[tokens, h] x [h, f*(m-1)/tp]``, MLP out ``[tokens, f/tp] x [f/tp, h]``.
-    """
-    h, f, kvd = model.hidden, model.ffn, model.kv_dim
-    gemm = (
-        gemm_time_s(tokens, (h + 2 * kvd) / tp, h, kernels)
-        + gemm_time_s(tokens, h, h / tp, kernels)
-        + gemm_time_s(tokens, f * (model.mlp_matrices - 1) / tp, h, kernels)
-        + gemm_time_s(tokens, h, f / tp, kernels)
-    )
-    full_attention_flop = 4.0 * tokens * kv_len * h / tp
-    act_bytes_per_token = (6.0 if model.activation == "swiglu" else 4.0) * f / tp
-    if model.position_embedding == "rope":
-        act_bytes_per_token += 4.0 * (h + 2 * kvd) / tp
-    elementwise_bytes = tokens * (
-        REPLICATED_ELEMENTWISE_BYTES_PER_TOKEN_PER_H * h / (tp if sp else 1) + act_bytes_per_token
-    )
+
+def attention_core_times(model: ModelSpec, tokens: float, kv_len: float, tp: int,
+                         kernels: Kernels) -> tuple[float, float]:
+    """Forward and backward time of the attention core (Q K^T, softmax, scores x V) on one of ``tp`` ranks."""
+    full_attention_flop = 2.0 * tokens * kv_len * (model.q_dim + model.attention_out_dim) / tp
     if model.attention == "flash":
         attention = CAUSAL_EXECUTED_FRACTION * full_attention_flop / kernels.attention_flop_per_s
-        attention_bwd = FLASH_BACKWARD_TO_FORWARD * attention
-    else:
-        # Materialised scores: two batched GEMMs (Q K^T with inner dimension head_dim, scores x V
-        # with output width head_dim) plus the score traffic. 16-bit tensor cores need every GEMM
-        # dimension to be a multiple of 8 (NVIDIA Deep Learning Performance Guide, "Tensor Core
-        # Requirements"); otherwise cuBLAS runs them on CUDA cores.
-        aligned = model.head_dim % TENSOR_CORE_ALIGNMENT == 0
-        rate = kernels.matmul_flop_per_s if aligned else kernels.cuda_core_flop_per_s
-        attention = full_attention_flop / rate
-        score_bytes = STANDARD_SCORE_BYTES_FWD * tokens * kv_len * model.heads / tp
-        attention += score_bytes / kernels.hbm_bytes_per_s
-        attention_bwd = BACKWARD_TO_FORWARD * attention
+        return attention, FLASH_BACKWARD_TO_FORWARD * attention
+    # Materialised scores: two batched GEMMs (Q K^T with inner dimension head_dim, scores x V
+    # with output width head_dim) plus the score traffic. 16-bit tensor cores need every GEMM
+    # dimension to be a multiple of 8 (NVIDIA Deep Learning Performance Guide, "Tensor Core
+    # Requirements"); otherwise cuBLAS runs them on CUDA cores.
+    aligned = model.dim_per_head % TENSOR_CORE_ALIGNMENT == 0
+    rate = kernels.matmul_flop_per_s if aligned else kernels.cuda_core_flop_per_s
+    attention = full_attention_flop / rate
+    score_bytes = STANDARD_SCORE_BYTES_FWD * tokens * kv_len * model.heads / tp
+    attention += score_bytes / kernels.hbm_bytes_per_s
+    return attention, BACKWARD_TO_FORWARD * attention
+
+
+def attention_elementwise_bytes(model: ModelSpec, tokens: float, tp: int, sp: bool) -> float:
+    """Forward HBM bytes of a block's memory-bound kernels outside its MLP: the norms and
+    residual adds (:data:`REPLICATED_ELEMENTWISE_BYTES_PER_TOKEN_PER_H`, split by tp with SP) and
+    RoPE's pass over the fused QKV output (read + write, 16-bit)."""
+    rope = 4.0 * (model.q_dim + 2 * model.kv_dim) / tp if model.position_embedding == "rope" else 0.0
+    return tokens * (REPLICATED_ELEMENTWISE_BYTES_PER_TOKEN_PER_H * model.hidden / (tp if sp else 1) + rope)
+
+
+def mlp_activation_bytes_per_token(model: ModelSpec, ffn: float) -> float:
+    """Forward bytes of the MLP activation function per token: GeLU reads and writes an f-wide
+    16-bit tensor (4f), SwiGLU reads two and writes one (6f)."""
+    return (6.0 if model.activation == "swiglu" else 4.0) * ffn
+
+
+def layer_times(model: ModelSpec, tokens: float, kv_len: float, tp: int, sp: bool, kernels: Kernels) -> LayerTimes:
+    """Forward time of one dense block for ``tokens`` tokens on one of ``tp`` tensor-parallel ranks.
+
+    GEMM shapes after Megatron's column/row split (Shoeybi et al. 2019, arXiv:1909.08053
+    Sec. 3): QKV ``[tokens, h] x [h, (q_dim + 2 kv_dim)/tp]``, output ``[tokens, q_dim/tp] x
+    [q_dim/tp, h]``, MLP in ``[tokens, h] x [h, f*(m-1)/tp]``, MLP out ``[tokens, f/tp] x [f/tp, h]``
+    (:func:`linears_time_s`; MLA's projections per :meth:`ModelSpec.attention_linears`).
+    """
+    gemm = linears_time_s(model.attention_linears() + model.mlp_linears(), tokens, tp, kernels)
+    attention, attention_bwd = attention_core_times(model, tokens, kv_len, tp, kernels)
+    elementwise_bytes = (attention_elementwise_bytes(model, tokens, tp, sp)
+                         + tokens * mlp_activation_bytes_per_token(model, model.ffn / tp))
     return LayerTimes(gemm, attention, attention_bwd, elementwise_bytes / kernels.hbm_bytes_per_s)
 
 

@@ -10,26 +10,49 @@ from search._model_spec import ModelSpec
 
 
 def layer_gemm_flop(model: ModelSpec, tokens: float) -> float:
-    """Forward FLOPs of one block's weight GEMMs for ``tokens`` tokens (no TP split).
+    """Forward FLOPs of one dense block's weight GEMMs for ``tokens`` tokens (no TP split).
 
-    Q/K/V/output projections ``2*tokens*h*(2h + 2*kv_dim)`` plus the MLP
-    ``2*tokens*h*f*mlp_matrices``. For MHA and f = 4h this is ``24*tokens*h^2``, the first
-    term of Narayanan et al. 2021 (arXiv:2104.04473) Sec. 5.1 (per layer ``24*B*s*h^2``).
+    ``2*tokens*in*out`` over the attention projections and the MLP (:meth:`ModelSpec.attention_linears`,
+    :meth:`ModelSpec.mlp_linears`). For MHA and f = 4h this is ``24*tokens*h^2``, the first term of
+    Narayanan et al. 2021 (arXiv:2104.04473) Sec. 5.1 (per layer ``24*B*s*h^2``).
     """
-    h = model.hidden
-    attn = 2.0 * tokens * h * (2 * h + 2 * model.kv_dim)
-    mlp = 2.0 * tokens * h * model.ffn * model.mlp_matrices
-    return attn + mlp
+    return 2.0 * tokens * sum(i * o for i, o, _ in model.attention_linears() + model.mlp_linears())
+
+
+def moe_layer_gemm_flop(model: ModelSpec, tokens: float) -> float:
+    """Forward FLOPs of one MoE block's weight GEMMs: the attention projections, the router
+    (``2*tokens*h*E``), ``topk`` routed experts and the shared experts per token (DeepSeek-AI 2024,
+    arXiv:2412.19437 Sec. 2.1.2; Megatron-LM ``num_floating_point_operations`` counts the same)."""
+    moe = model.moe
+    if moe is None:
+        return layer_gemm_flop(model, tokens)
+    attn = sum(i * o for i, o, _ in model.attention_linears())
+    experts = (moe.topk * moe.expert_ffn + moe.shared_expert_ffn) * model.mlp_matrices * model.hidden
+    return 2.0 * tokens * (attn + model.router_params_per_layer + experts)
 
 
 def layer_attention_flop(model: ModelSpec, tokens: float, kv_len: float) -> float:
     """Forward FLOPs of the attention core (Q K^T and scores x V), full (non-causal) count.
 
-    ``4*tokens*kv_len*h``: Narayanan et al. 2021 Sec. 5.1 per-layer ``4*B*s^2*h`` with
-    ``kv_len = s``. Causal kernels that skip masked blocks execute about half of it; the
-    MFU convention (Megatron, MosaicML) counts all of it.
+    ``2*tokens*kv_len*heads*(d_qk + d_v)``, which is ``4*tokens*kv_len*h`` for heads of h / a
+    (Narayanan et al. 2021 Sec. 5.1 per-layer ``4*B*s^2*h`` with ``kv_len = s``); MLA heads have
+    d_qk = no-RoPE + RoPE width and their own d_v. Causal kernels that skip masked blocks execute
+    about half of it; the MFU convention (Megatron, MosaicML) counts all of it.
     """
-    return 4.0 * tokens * kv_len * model.hidden
+    return 2.0 * tokens * kv_len * (model.q_dim + model.attention_out_dim)
+
+
+def mtp_extra_gemm_flop(model: ModelSpec, tokens: float) -> float:
+    """Forward FLOPs of the multi-token-prediction modules besides their blocks: each projects
+    the concatenated [h; embedding] (2h) to h and runs the LM head once more (DeepSeek-AI 2024
+    Sec. 2.2; Megatron ``--mtp-num-layers``)."""
+    return model.mtp_layers * (2.0 * tokens * 2 * model.hidden * model.hidden + logits_flop(model, tokens))
+
+
+def blocks_gemm_flop(model: ModelSpec, tokens: float) -> float:
+    """Forward weight-GEMM FLOPs of every block (dense and MoE) and of the MTP modules' blocks."""
+    return (model.dense_layers * layer_gemm_flop(model, tokens)
+            + (model.moe_layers + model.mtp_layers) * moe_layer_gemm_flop(model, tokens))
 
 
 def logits_flop(model: ModelSpec, tokens: float) -> float:
@@ -45,8 +68,10 @@ def model_flop_per_iteration(model: ModelSpec, global_batch: int) -> float:
     (GQA, SwiGLU). This is the numerator of MFU (Chowdhery et al. 2022 App. B, 6N + attention).
     """
     tokens = float(global_batch) * model.seq_len
-    per_layer = layer_gemm_flop(model, tokens) + layer_attention_flop(model, tokens, model.seq_len)
-    return 3.0 * (model.layers * per_layer + logits_flop(model, tokens))
+    blocks = model.layers + model.mtp_layers
+    attention = blocks * layer_attention_flop(model, tokens, model.seq_len)
+    return 3.0 * (blocks_gemm_flop(model, tokens) + attention + logits_flop(model, tokens)
+                  + mtp_extra_gemm_flop(model, tokens))
 
 
 def hardware_flop_per_iteration(model: ModelSpec, global_batch: int, recompute: str) -> float:
@@ -59,12 +84,12 @@ def hardware_flop_per_iteration(model: ModelSpec, global_batch: int, recompute: 
     its backward kernel already, so nothing is added.
     """
     tokens = float(global_batch) * model.seq_len
-    gemm = layer_gemm_flop(model, tokens)
-    attn = layer_attention_flop(model, tokens, model.seq_len)
+    gemm = blocks_gemm_flop(model, tokens)
+    attn = (model.layers + model.mtp_layers) * layer_attention_flop(model, tokens, model.seq_len)
     if recompute == "full":
-        layer = 4.0 * (gemm + attn)
+        blocks = 4.0 * (gemm + attn)
     elif recompute == "selective" and model.attention == "standard":
-        layer = 3.0 * (gemm + attn) + attn
+        blocks = 3.0 * (gemm + attn) + attn
     else:
-        layer = 3.0 * (gemm + attn)
-    return model.layers * layer + 3.0 * logits_flop(model, tokens)
+        blocks = 3.0 * (gemm + attn)
+    return blocks + 3.0 * (logits_flop(model, tokens) + mtp_extra_gemm_flop(model, tokens))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -10,6 +10,7 @@ from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._memory import (
     DEEPSPEED_CPU_BUFFER_FACTOR,
+    ModelStateBytes,
     deepspeed_bucket_bytes,
     in_flight_micro_batches,
     layer_activation_bytes,
@@ -20,8 +21,14 @@ from search._memory import (
     working_layer_bytes,
 )
 from search._model_spec import ModelSpec
+from search._moe_terms import moe_layer_activation_bytes
 from search._parallel_spec import ParallelConfig, TrainingSpec
-from search._stages import stage_layer_counts, stage_params_per_rank
+from search._stages import (
+    stage_expert_params_per_rank,
+    stage_layer_counts,
+    stage_moe_layer_counts,
+    stage_params_per_rank,
+)
 from search._units import GiB
 
 NVME_OPTIMIZER_PINNED_BYTES_PER_GPU = 4 * 1e8 * 4
@@ -74,17 +81,27 @@ def _largest_layer_params(model: ModelSpec) -> int:
 
 
 def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
-                     layers: int, held: float, last: bool, cal: Calibration, per_layer: float,
-                     working: float) -> dict[str, float]:
-    """Components of one pipeline rank holding ``layers`` layers and ``params`` parameters per GPU;
-    ``per_layer`` = stored activation bytes per layer and micro-batch, ``working`` = the transient
-    bytes of one recomputed layer."""
+                     held: float, last: bool, cal: Calibration, per_micro_batch: float,
+                     working: float, expert_params: float = 0.0) -> dict[str, float]:
+    """Components of one pipeline rank holding ``params`` parameters per GPU (``expert_params`` of
+    them routed experts, whose gradients and optimizer states shard over the expert data-parallel
+    group: Megatron ``theoretical_memory_usage.py`` 6 + 12/EDP bytes each with the distributed
+    optimizer); ``per_micro_batch`` = its layers' stored activation bytes per micro-batch,
+    ``working`` = the transient bytes of one recomputed layer."""
     c = config
     states = model_state_bytes(
-        training.framework, c.zero_stage, c.dp * c.cp, params, _largest_layer_params(model) / c.tp,
+        training.framework, c.zero_stage, c.dp * c.cp, params - expert_params, _largest_layer_params(model) / c.tp,
         model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
     )
-    stored = per_layer * layers * held
+    if expert_params:
+        ex = model_state_bytes(
+            training.framework, c.zero_stage, c.edp, expert_params, _largest_layer_params(model) / c.tp,
+            model.expert_params_per_layer / (c.ep * c.etp), c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
+        )
+        states = ModelStateBytes(states.weights_bytes + ex.weights_bytes, states.gradients_bytes + ex.gradients_bytes,
+                                 states.optimizer_bytes + ex.optimizer_bytes,
+                                 max(states.gathered_params_bytes, ex.gathered_params_bytes))
+    stored = per_micro_batch * held
     if c.offload_param != "none" and c.recompute == "full":
         stored = 0.0  # ZeRO-Infinity keeps the activation checkpoints in host memory
     if c.pp > 1:
@@ -121,24 +138,34 @@ def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: Trainin
     """The memory components of each pipeline rank in ``ranks`` (default: every rank)."""
     c = config
     counts = stage_layer_counts(model, c)
+    moe_counts = stage_moe_layer_counts(model, c)
     params = stage_params_per_rank(model, c)
+    experts = stage_expert_params_per_rank(model, c) if model.moe is not None else (0.0,) * c.pp
     per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute)
-    working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp) if c.recompute == "full" else 0.0
+    per_moe_layer = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, c.recompute)
+                     if model.moe is not None else per_layer)
+    working = 0.0
+    if c.recompute == "full":
+        working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp)
+        if model.moe is not None:
+            working = max(working, moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none"))
     out = {}
     for r in range(c.pp) if ranks is None else ranks:
         held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, r) if c.pp > 1 else float(
             in_flight_micro_batches(1, 1, num_micro_batches))
-        out[r] = _stage_breakdown(model, c, training, params[r], counts[r], held, r == c.pp - 1, cal, per_layer,
-                                  working)
+        n_moe = moe_counts[r] + (model.mtp_layers if r == c.pp - 1 else 0)
+        per_mb = (counts[r] - moe_counts[r]) * per_layer + n_moe * per_moe_layer
+        out[r] = _stage_breakdown(model, c, training, params[r], held, r == c.pp - 1, cal, per_mb, working,
+                                  experts[r])
     return out
 
 
 @lru_cache(maxsize=4096)
-def ranks_to_check(counts: tuple[int, ...]) -> tuple[int, ...]:
+def ranks_to_check(counts: tuple[Hashable, ...]) -> tuple[int, ...]:
     """The ranks one of which is the fullest: the first (the embedding, the most micro-batches in
     flight), the last (LM head, logits), and of the middle ranks with the same layer count the
     earliest (it holds more micro-batches in flight and the same parameters)."""
-    first_with: dict[int, int] = {}
+    first_with: dict[Hashable, int] = {}
     for r in range(1, len(counts) - 1):
         first_with.setdefault(counts[r], r)
     return tuple(sorted({0, len(counts) - 1, *first_with.values()}))
@@ -149,7 +176,8 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     """Memory of the fullest pipeline rank (:func:`ranks_to_check` finds the candidates). Host and
     NVMe bytes per node come from the fullest rank's ZeRO shard."""
     c = config
-    stages = stage_breakdowns(model, c, training, num_micro_batches, cal, ranks_to_check(stage_layer_counts(model, c)))
+    kinds = tuple(zip(stage_layer_counts(model, c), stage_moe_layer_counts(model, c), strict=True))
+    stages = stage_breakdowns(model, c, training, num_micro_batches, cal, ranks_to_check(kinds))
     worst = max(stages, key=lambda r: sum(stages[r].values()))
     breakdown = stages[worst]
     peak = sum(breakdown.values())

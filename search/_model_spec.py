@@ -7,6 +7,7 @@ from typing import Literal
 
 from search._checks import one_of, positive_int, positive_number
 from search._errors import SpecError
+from search._moe_spec import MLASpec, MoESpec, from_mapping
 
 Activation = Literal["gelu", "swiglu"]
 LAUNCH_ONLY_FIELDS: tuple[str, ...] = ("norm_eps", "rope_theta", "rope_scaling_factor", "rotary_percent")
@@ -80,6 +81,18 @@ class ModelSpec:
     ``use_parallel_residual``): the same FLOPs and parameters as the sequential block, and one
     tensor-parallel all-reduce per pass instead of two (the outputs are summed first, as
     GPT-NeoX does); the launch targets refuse it (Megatron has no such block)."""
+    head_dim: int | None = None
+    """Per-head width of queries, keys and values; None means hidden / heads. Given when the
+    attention is wider or narrower than the residual stream (Qwen3-30B-A3B: 32 heads of 128 on
+    a hidden size of 2048; HF ``head_dim``, Megatron ``--kv-channels``)."""
+    mla: MLASpec | None = None
+    """Multi-head latent attention instead of the Q/K/V projections (DeepSeek-V2/V3, Kimi K2)."""
+    moe: MoESpec | None = None
+    """Mixture of experts in place of the MLP of every layer after ``moe.first_dense_layers``."""
+    mtp_layers: int = 0
+    """Multi-token-prediction modules trained with the model (DeepSeek-V3: 1; Megatron
+    ``--mtp-num-layers``): each one more block, a 2h x h projection and one more LM-head pass, on
+    the last pipeline rank. Not counted in :attr:`params` (the published counts leave it out)."""
     # Derived once in __post_init__ (the cost model reads them on every prediction).
     _kv_dim: int = field(init=False, repr=False, compare=False, default=0)
     _params_per_layer: int = field(init=False, repr=False, compare=False, default=0)
@@ -110,33 +123,95 @@ class ModelSpec:
         if not 0 < positive_number(owner, "rotary_percent", self.rotary_percent) <= 1:
             raise SpecError(f"{owner}.rotary_percent", f"{self.rotary_percent!r} is above 1",
                             "give the share of each head RoPE rotates, in (0, 1]")
-        if self.hidden % self.heads:
+        object.__setattr__(self, "mla", from_mapping(MLASpec, f"{owner}.mla", self.mla))
+        object.__setattr__(self, "moe", from_mapping(MoESpec, f"{owner}.moe", self.moe))
+        if isinstance(self.mtp_layers, bool) or not isinstance(self.mtp_layers, int) or self.mtp_layers < 0:
+            raise SpecError(f"{owner}.mtp_layers", f"{self.mtp_layers!r} is not an integer >= 0",
+                            "give the number of multi-token-prediction modules (0: none)")
+        if self.mtp_layers and self.moe is None and self.mla is None:
+            raise SpecError(f"{owner}.mtp_layers", "multi-token prediction is modelled for DeepSeek-style models only",
+                            "set mtp_layers=0, or describe the model's moe/mla parts")
+        if self.moe is not None and self.moe.first_dense_layers >= self.layers:
+            raise SpecError(f"{owner}.moe.first_dense_layers",
+                            f"{self.moe.first_dense_layers} leaves no MoE layer of {self.layers}",
+                            f"give fewer than {self.layers} dense first layers, or no moe part")
+        if self.mla is not None:
+            if self.kv_heads != self.heads:
+                raise SpecError(f"{owner}.kv_heads", "multi-head latent attention has one key/value head per "
+                                "query head", f"set kv_heads={self.heads} (or null) with mla")
+            if self.head_dim is not None and self.head_dim != self.mla.qk_dim:
+                raise SpecError(f"{owner}.head_dim", f"{self.head_dim} is not mla.qk_head_dim + mla.qk_rope_head_dim "
+                                f"= {self.mla.qk_dim}", "leave head_dim null with mla, or give that sum")
+            object.__setattr__(self, "head_dim", self.mla.qk_dim)
+        if self.head_dim is not None:
+            positive_int(owner, "head_dim", self.head_dim)
+        elif self.hidden % self.heads:
             raise SpecError(
                 f"{owner}.heads",
                 f"{self.heads} does not divide hidden={self.hidden}",
-                "choose heads so that hidden / heads (the head dimension) is an integer",
+                "choose heads so that hidden / heads (the head dimension) is an integer, or give head_dim",
             )
+        else:
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
         if self.heads % kv:
             raise SpecError(
                 f"{owner}.kv_heads",
                 f"{kv} does not divide heads={self.heads}",
                 "grouped-query attention needs heads to be a multiple of kv_heads",
             )
-        object.__setattr__(self, "_kv_dim", kv * (self.hidden // self.heads))
+        object.__setattr__(self, "_kv_dim", kv * self.dim_per_head)
         object.__setattr__(
             self, "_params_per_layer",
             self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.norm_params,
         )
 
     @property
-    def head_dim(self) -> int:
-        """Per-head width h / a."""
-        return self.hidden // self.heads
+    def dim_per_head(self) -> int:
+        """Per-head width of queries and keys: ``head_dim`` (hidden / heads unless given)."""
+        return int(self.head_dim or self.hidden // self.heads)
 
     @property
     def kv_dim(self) -> int:
-        """Width of the K (and of the V) projection: kv_heads * head_dim."""
-        return self._kv_dim or int(self.kv_heads or self.heads) * self.head_dim
+        """Width of the K projection, kv_heads * head_dim (with MLA: heads x (no-RoPE + RoPE) per head)."""
+        return self._kv_dim or int(self.kv_heads or self.heads) * self.dim_per_head
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the query projection: heads * head_dim."""
+        return self.heads * self.dim_per_head
+
+    @property
+    def v_dim(self) -> int:
+        """Width of the V projection (= the attention output before the output projection, per
+        kv group); with MLA heads * v_head_dim."""
+        return self.heads * self.mla.v_head_dim if self.mla is not None else self.kv_dim
+
+    @property
+    def attention_out_dim(self) -> int:
+        """Input width of the attention output projection: heads x value width per head."""
+        return self.heads * (self.mla.v_head_dim if self.mla is not None else self.dim_per_head)
+
+    def attention_linears(self) -> tuple[tuple[int, int, str], ...]:
+        """The attention block's weight matrices as (input width, output width, TP split), the
+        split being ``column``, ``row`` or ``replicated`` (Megatron-Core: fused QKV column-parallel,
+        output row-parallel; MLA's down-projections are not split, ``parallel_mode="duplicated"``
+        in ``multi_latent_attention.py``, its up-projections are column-parallel)."""
+        h = self.hidden
+        if self.mla is None:
+            return ((h, self.q_dim + 2 * self.kv_dim, "column"), (self.attention_out_dim, h, "row"))
+        m = self.mla
+        q: tuple[tuple[int, int, str], ...] = (
+            ((h, m.q_lora_rank, "replicated"), (m.q_lora_rank, self.heads * m.qk_dim, "column"))
+            if m.q_lora_rank is not None else ((h, self.heads * m.qk_dim, "column"),))
+        return (*q, (h, m.kv_lora_rank + m.qk_rope_head_dim, "replicated"),
+                (m.kv_lora_rank, self.heads * (m.qk_head_dim + m.v_head_dim), "column"),
+                (self.attention_out_dim, h, "row"))
+
+    def mlp_linears(self, ffn: int | None = None) -> tuple[tuple[int, int, str], ...]:
+        """One MLP of inner size ``ffn`` (default the dense ``ffn``): input projection(s) of
+        width f (two fused for SwiGLU), column-parallel; output projection, row-parallel."""
+        f = self.ffn if ffn is None else ffn
+        return ((self.hidden, f * (self.mlp_matrices - 1), "column"), (f, self.hidden, "row"))
 
     @property
     def mlp_matrices(self) -> int:
@@ -145,11 +220,14 @@ class ModelSpec:
 
     @property
     def attention_params_per_layer(self) -> int:
-        """Q, K, V and output projections (+ biases, + the Q/K norms of ``qk_norm``)."""
-        h, kv = self.hidden, self.kv_dim
-        weights = h * h + 2 * h * kv + h * h
-        biases = (h + 2 * kv + h) if self.bias else (h + 2 * kv) if self.qkv_bias else 0
-        qk_norms = 2 * self.head_dim if self.qk_norm else 0
+        """Q, K, V and output projections (+ biases, + the Q/K norms of ``qk_norm``; with MLA the
+        down/up projections and the two latent RMSNorms)."""
+        weights = sum(i * o for i, o, _ in self.attention_linears())
+        if self.mla is not None:
+            return weights + (self.mla.q_lora_rank or 0) + self.mla.kv_lora_rank
+        h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        biases = (q + 2 * kv + h) if self.bias else (q + 2 * kv) if self.qkv_bias else 0
+        qk_norms = 2 * self.dim_per_head if self.qk_norm else 0
         return weights + biases + qk_norms
 
     @property
@@ -167,8 +245,62 @@ class ModelSpec:
 
     @property
     def params_per_layer(self) -> int:
-        """One transformer block: attention + MLP + two norms."""
+        """One dense transformer block: attention + MLP + two norms (with ``moe``: a dense first layer)."""
         return self._params_per_layer
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (0 for a dense model)."""
+        return self.layers - self.moe.first_dense_layers if self.moe is not None else 0
+
+    @property
+    def dense_layers(self) -> int:
+        """Layers with a dense MLP."""
+        return self.layers - self.moe_layers
+
+    def layer_is_moe(self, index: int) -> bool:
+        """Whether layer ``index`` (0-based) has a mixture of experts."""
+        return self.moe is not None and index >= self.moe.first_dense_layers
+
+    @property
+    def expert_params_per_layer(self) -> int:
+        """The routed experts of one MoE layer, ``E * mlp_matrices * h * expert_ffn`` (what expert
+        parallelism shards; 0 for a dense model)."""
+        if self.moe is None:
+            return 0
+        return self.moe.experts * self.mlp_matrices * self.hidden * self.moe.expert_ffn
+
+    @property
+    def router_params_per_layer(self) -> int:
+        """The router's h x E weights (0 for a dense model)."""
+        return self.hidden * self.moe.experts if self.moe is not None else 0
+
+    @property
+    def shared_expert_params_per_layer(self) -> int:
+        """The shared experts of one MoE layer, one MLP of their total inner size."""
+        return self.mlp_matrices * self.hidden * self.moe.shared_expert_ffn if self.moe is not None else 0
+
+    @property
+    def moe_layer_dense_params(self) -> int:
+        """The parts of one MoE layer every expert-parallel rank holds (attention, router, shared
+        experts, norms): split by tensor parallelism only."""
+        return (self.attention_params_per_layer + self.router_params_per_layer + self.shared_expert_params_per_layer
+                + 2 * self.norm_params)
+
+    @property
+    def moe_layer_params(self) -> int:
+        """One MoE block: :attr:`moe_layer_dense_params` + the routed experts."""
+        return self.moe_layer_dense_params + self.expert_params_per_layer
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token passes through: every dense part and ``topk`` of the routed
+        experts (= :attr:`params` for a dense model)."""
+        if self.moe is None:
+            return self.params
+        routed = self.moe.topk * self.mlp_matrices * self.hidden * self.moe.expert_ffn
+        layers = self.dense_layers * self.params_per_layer + self.moe_layers * (self.moe_layer_dense_params + routed)
+        return layers + self.embedding_params + self.lm_head_params + self.norm_params
 
     @property
     def embedding_params(self) -> int:
@@ -191,9 +323,11 @@ class ModelSpec:
         bias-free linears, RMSNorm, untied LM heads and RoPE/ALiBi (no position table).
         """
         final_norm = self.norm_params
-        return self.layers * self.params_per_layer + self.embedding_params + self.lm_head_params + final_norm
+        layers = self.dense_layers * self.params_per_layer + self.moe_layers * self.moe_layer_params
+        return layers + self.embedding_params + self.lm_head_params + final_norm
 
     @property
     def largest_layer_params(self) -> int:
-        """Largest single module (DeepSpeed's 'largest layer'): the embedding or an MLP matrix."""
-        return max(self.vocab * self.hidden, self.hidden * self.ffn, self.hidden * self.hidden)
+        """Largest single module (DeepSpeed's 'largest layer'): the embedding or a weight matrix."""
+        widest = max(i * o for i, o, _ in self.attention_linears() + self.mlp_linears())
+        return max(self.vocab * self.hidden, widest)

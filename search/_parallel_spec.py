@@ -54,6 +54,13 @@ class ParallelConfig:
     tp_comm_overlap: bool = False
     """Megatron-Core ``--tp-comm-overlap`` (Transformer Engine userbuffers): tensor-parallel
     all-gathers and reduce-scatters pipelined with the GEMMs they feed. Needs sp."""
+    ep: int = 1
+    """Expert-parallel degree: the routed experts of each MoE layer are split over ``ep`` ranks.
+    Megatron-Core folds it into the attention layers' tp x cp x dp ranks (MoE parallel folding,
+    arXiv:2504.14960): it does not add to the world size. 1 means disabled."""
+    etp: int = 1
+    """Expert tensor-parallel degree: each expert's matrices split over ``etp`` ranks (Megatron
+    ``--expert-tensor-parallel-size``; its default, tp, is written out by the emitters)."""
     stage_layers: tuple[int, ...] | None = None
     """Transformer layers on each pipeline rank, first to last (its virtual stages share them);
     the embedding sits on the first rank, the output layer and loss on the last. None means the
@@ -61,7 +68,7 @@ class ParallelConfig:
 
     def __post_init__(self) -> None:
         owner = "ParallelConfig"
-        for name in ("dp", "tp", "pp", "vp", "cp", "micro_batch"):
+        for name in ("dp", "tp", "pp", "vp", "cp", "micro_batch", "ep", "etp"):
             positive_int(owner, name, getattr(self, name))
         for flag in ("sp", "tp_comm_overlap"):
             if not isinstance(getattr(self, flag), bool):
@@ -101,6 +108,11 @@ class ParallelConfig:
             if sum(layers) == 0:
                 raise SpecError(f"{owner}.stage_layers", "no layer on any pipeline rank",
                                 "give the layer counts of the ranks")
+        if (self.tp * self.cp * self.dp) % (self.ep * self.etp):
+            raise SpecError(f"{owner}.ep", f"ep*etp = {self.ep}*{self.etp} does not divide tp*cp*dp = "
+                            f"{self.tp * self.cp * self.dp}: the expert layers fold onto the same GPUs",
+                            "choose ep and etp whose product divides tp*cp*dp (world / pp); "
+                            "megatron-core parallel_state.py: world % (etp*ep*pp) == 0")
         if self.vp > 1 and self.pp == 1:
             raise SpecError(f"{owner}.vp", f"{self.vp} virtual stages need pipeline parallelism (pp > 1)",
                             "set vp=1 or pp >= 2")
@@ -108,7 +120,8 @@ class ParallelConfig:
     @classmethod
     def trusted(cls, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int, zero_stage: int,
                 offload_optimizer: Offload, offload_param: Offload, recompute: Recompute, *,
-                tp_comm_overlap: bool = False, stage_layers: tuple[int, ...] | None = None) -> ParallelConfig:
+                tp_comm_overlap: bool = False, stage_layers: tuple[int, ...] | None = None, ep: int = 1,
+                etp: int = 1) -> ParallelConfig:
         """Build without re-validating, for enumerators that generate only valid values
         (:func:`search._space.enumerate_space`, whose tests check every result against
         :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
@@ -127,6 +140,8 @@ class ParallelConfig:
         put(self, "recompute", recompute)
         put(self, "tp_comm_overlap", tp_comm_overlap)
         put(self, "stage_layers", stage_layers)
+        put(self, "ep", ep)
+        put(self, "etp", etp)
         return self
 
     @property
@@ -138,6 +153,12 @@ class ParallelConfig:
     def world_size(self) -> int:
         """dp * tp * pp * cp."""
         return self.dp * self.model_parallel_size
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel degree, world / (etp * ep * pp): the group expert gradients are
+        reduced over and expert optimizer states sharded over (megatron-core parallel_state.py)."""
+        return self.tp * self.cp * self.dp // (self.ep * self.etp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +191,27 @@ def _hint(n: int) -> str:
     return ", ".join(str(d) for d in divisors(n)[:12])
 
 
+def _check_experts(model: ModelSpec, c: ParallelConfig) -> None:
+    """Expert parallelism fits the model (megatron-core arguments.py:1600-1603: ``num_experts %
+    expert_model_parallel_size == 0``; the expert MLP's columns split evenly over etp)."""
+    if model.moe is None:
+        if c.ep > 1 or c.etp > 1:
+            raise SpecError("ParallelConfig.ep" if c.ep > 1 else "ParallelConfig.etp",
+                            f"ep={c.ep}, etp={c.etp} on {model.name}, which has no experts",
+                            "set ep=1 and etp=1, or describe the model's mixture of experts (ModelSpec.moe)")
+        return
+    if model.moe.experts % c.ep:
+        raise SpecError("ParallelConfig.ep", f"{c.ep} does not divide experts={model.moe.experts}",
+                        f"use an ep that divides {model.moe.experts} ({_hint(model.moe.experts)})")
+    if model.moe.expert_ffn % c.etp:
+        raise SpecError("ParallelConfig.etp", f"{c.etp} does not divide moe.expert_ffn={model.moe.expert_ffn}",
+                        f"use an etp that divides {model.moe.expert_ffn}")
+    if model.moe.shared_expert_ffn % c.tp:
+        raise SpecError("ParallelConfig.tp",
+                        f"{c.tp} does not divide moe.shared_expert_ffn={model.moe.shared_expert_ffn}",
+                        "use a tp that divides the shared experts' inner size")
+
+
 def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, training: TrainingSpec) -> None:
     """Raise :class:`SpecError` unless model, cluster size, config and batch fit together.
 
@@ -200,9 +242,10 @@ def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, 
     if kv % c.tp:
         raise SpecError("ParallelConfig.tp", f"{c.tp} does not divide kv_heads={kv}",
                         f"use a tp that divides {kv} ({_hint(kv)})")
-    if model.ffn % c.tp:
+    if model.dense_layers and model.ffn % c.tp:
         raise SpecError("ParallelConfig.tp", f"{c.tp} does not divide ffn={model.ffn}",
                         f"use a tp that divides {model.ffn} (Megatron splits the MLP columns evenly)")
+    _check_experts(model, c)
     if c.stage_layers is not None:
         if sum(c.stage_layers) != model.layers:
             raise SpecError("ParallelConfig.stage_layers", f"the ranks hold {sum(c.stage_layers)} layers "

@@ -3,7 +3,7 @@
 Iteration time (Calculon-style readable sum, Isaev et al. 2023):
 
     compute + host_overhead + recompute + tp_comm + cp_comm + pipeline_bubble + pp_p2p
-    + zero3_comm + offload_transfer + dp_comm + optimizer + offload_step
+    + zero3_comm + offload_transfer + dp_comm + optimizer + offload_step (+ ep_comm for MoE)
 
 Each term is the part on the critical path (exposed), in seconds.
 """
@@ -36,6 +36,7 @@ from search._errors import SpecError
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
 from search._memory_plan import MemoryPlan, plan_memory, stage_breakdowns
 from search._model_spec import ModelSpec
+from search._moe_terms import MoELayerTimes, moe_layer_times
 from search._offload import offload_terms
 from search._parallel_spec import ParallelConfig, Recompute, TrainingSpec, check_compatible
 from search._prediction import Prediction
@@ -47,7 +48,12 @@ from search._schedule import (
     recompute_per_layer_s,
     tp_exposed_s,
 )
-from search._stages import stage_layer_counts, stage_params_per_rank
+from search._stages import (
+    stage_expert_params_per_rank,
+    stage_layer_counts,
+    stage_moe_layer_counts,
+    stage_params_per_rank,
+)
 from search._support import model_support_warnings, support_warnings
 
 
@@ -64,6 +70,23 @@ def _kernels(gpu: GPUSpec, precision: str, cal: Calibration) -> tuple[Kernels, f
 
 
 @dataclass(frozen=True, slots=True)
+class MoEBlockTerms:
+    """Per-micro-batch times of one MoE block (forward + backward), see :mod:`search._moe_terms`."""
+
+    layer: MoELayerTimes
+    compute_s: float
+    tp_comm_s: float
+    cp_comm_s: float
+    recompute_s: float
+    ep_comm_s: float
+    """Dispatch and combine all-to-alls (and etp gathers), forward and backward."""
+
+    @property
+    def layer_s(self) -> float:
+        return self.compute_s + self.tp_comm_s + self.cp_comm_s + self.recompute_s + self.ep_comm_s
+
+
+@dataclass(frozen=True, slots=True)
 class MicroBatchTerms:
     """Per-micro-batch times of one transformer layer, and of the LM head, that depend only on the
     layer shapes; a pipeline rank's times are its layer count times these (+ the head on the last)."""
@@ -76,17 +99,26 @@ class MicroBatchTerms:
     recompute_s: float
     head_s: float
     """LM head + loss, forward and backward (on the last pipeline rank)."""
+    moe: MoEBlockTerms | None = None
+    """The MoE blocks' terms (None for a dense model)."""
+    mtp_s: float = 0.0
+    """The multi-token-prediction modules (a block and an LM-head pass each), on the last rank."""
 
     @property
     def layer_s(self) -> float:
-        """Everything one layer costs per micro-batch."""
+        """Everything one dense layer costs per micro-batch."""
         return self.compute_s + self.tp_comm_s + self.cp_comm_s + self.recompute_s
+
+    @property
+    def moe_layer_s(self) -> float:
+        """Everything one MoE layer costs per micro-batch."""
+        return self.moe.layer_s if self.moe is not None else self.layer_s
 
 
 @lru_cache(maxsize=8192)
 def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
                        cp: int, sp: bool, micro_batch: int, recompute: str,
-                       tp_comm_overlap: bool = False) -> MicroBatchTerms:
+                       tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1) -> MicroBatchTerms:
     """Compute, TP/CP communication and recomputation of one layer, and LM-head time, per micro-batch.
 
     They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute), not on
@@ -107,6 +139,24 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     cp_fwd_s, cp_bwd_s = cp_comm_per_layer_s(model, tokens, cluster, c, cal, lt, kernels.hbm_bytes_per_s)
     recompute_layer_s = recompute_per_layer_s(recompute, model.attention, lt, tp_fwd_s, cp_fwd_s)
     head_fwd_s, head_bwd_s = lm_head_time_s(model, tokens, tp, kernels)
+    moe = None
+    if model.moe is not None:
+        mt = moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, cluster, cal)
+        as_layer = LayerTimes(mt.gemm_s, mt.attention_s, mt.attention_backward_s, mt.elementwise_s)
+        # With SP the routed experts take their tokens from the sequence shards: only the attention (and
+        # the shared experts, which run on the gathered sequence) keep their TP all-gather/reduce-scatter.
+        tp_share = 1.0 if (not sp or model.moe.shared_expert_ffn) else 0.5
+        moe_tp_fwd_s = tp_share * tp_fwd_s
+        moe = MoEBlockTerms(
+            layer=mt,
+            compute_s=as_layer.forward_s + as_layer.backward_s,
+            tp_comm_s=tp_share * (tp_fwd_s + tp_bwd_s),
+            cp_comm_s=cp_fwd_s + cp_bwd_s,
+            recompute_s=recompute_per_layer_s(recompute, model.attention, as_layer, moe_tp_fwd_s, cp_fwd_s)
+            + (mt.dispatch_s if recompute == "full" else 0.0),
+            ep_comm_s=2.0 * mt.dispatch_s,
+        )
+    mtp_s = model.mtp_layers * ((moe.layer_s if moe is not None else 0.0) + head_fwd_s + head_bwd_s)
     return MicroBatchTerms(
         layer=lt,
         compute_s=lt.forward_s + lt.backward_s,
@@ -114,14 +164,20 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
         cp_comm_s=cp_fwd_s + cp_bwd_s,
         recompute_s=recompute_layer_s,
         head_s=head_fwd_s + head_bwd_s,
+        moe=moe,
+        mtp_s=mtp_s,
     )
 
 
-def stage_micro_batch_s(terms: MicroBatchTerms, counts: tuple[int, ...], overhead_s: float) -> tuple[float, ...]:
-    """Per-micro-batch time of each pipeline rank: its layers, the host overhead, and the LM head on
-    the last rank (the embedding lookup is memory-bound and small next to a layer: not counted)."""
-    times = [n * terms.layer_s + overhead_s for n in counts]
-    times[-1] += terms.head_s
+def stage_micro_batch_s(terms: MicroBatchTerms, counts: tuple[int, ...], overhead_s: float,
+                        moe_counts: tuple[int, ...] | None = None) -> tuple[float, ...]:
+    """Per-micro-batch time of each pipeline rank: its dense and MoE layers, the host overhead, and
+    the LM head (and MTP modules) on the last rank (the embedding lookup is memory-bound and small
+    next to a layer: not counted)."""
+    moe_counts = moe_counts or (0,) * len(counts)
+    times = [(n - k) * terms.layer_s + k * terms.moe_layer_s + overhead_s
+             for n, k in zip(counts, moe_counts, strict=True)]
+    times[-1] += terms.head_s + terms.mtp_s
     return tuple(times)
 
 
@@ -149,8 +205,9 @@ def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelCo
     cal = calibration or default_calibration()
     c = config
     t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
-                           c.micro_batch, c.recompute, c.tp_comm_overlap)
-    stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), microbatch_overhead_s(training.framework, c.pp, cal))
+                           c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp)
+    stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), microbatch_overhead_s(training.framework, c.pp, cal),
+                                  stage_moe_layer_counts(model, c))
     slowest = max(stage_s)
     return slowest, sum(stage_s) - slowest
 
@@ -198,23 +255,30 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     m = training.global_batch // (c.dp * c.micro_batch)
     tokens = c.micro_batch * model.seq_len / c.cp
     counts = stage_layer_counts(model, c)
+    moe_counts = stage_moe_layer_counts(model, c)
 
     t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.micro_batch,
-                           c.recompute, c.tp_comm_overlap)
+                           c.recompute, c.tp_comm_overlap, c.ep, c.etp)
     lt = t.layer
     overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal)
-    stage_s = stage_micro_batch_s(t, counts, overhead_mb_s)
+    stage_s = stage_micro_batch_s(t, counts, overhead_mb_s, moe_counts)
     # The pipeline's pace is its slowest rank (Narayanan et al. 2021 Sec. 2.2: every micro-batch
     # passes every stage); its terms are the ones the breakdown shows.
     slowest = max(range(c.pp), key=lambda r: stage_s[r])
-    n_slow = counts[slowest]
-    compute_mb_s, tp_mb_s, cp_mb_s = n_slow * t.compute_s, n_slow * t.tp_comm_s, n_slow * t.cp_comm_s
-    recompute_mb_s = n_slow * t.recompute_s
-    head_mb_s = t.head_s if slowest == c.pp - 1 else 0.0
+    n_moe = moe_counts[slowest]
+    n_dense = counts[slowest] - n_moe
+    mb = t.moe
+    compute_mb_s = n_dense * t.compute_s + (n_moe * mb.compute_s if mb else 0.0)
+    tp_mb_s = n_dense * t.tp_comm_s + (n_moe * mb.tp_comm_s if mb else 0.0)
+    cp_mb_s = n_dense * t.cp_comm_s + (n_moe * mb.cp_comm_s if mb else 0.0)
+    recompute_mb_s = n_dense * t.recompute_s + (n_moe * mb.recompute_s if mb else 0.0)
+    ep_mb_s = n_moe * mb.ep_comm_s if mb else 0.0
+    head_mb_s = t.head_s + t.mtp_s if slowest == c.pp - 1 else 0.0
     slowest_mb_s = stage_s[slowest]
 
     stage_params = stage_params_per_rank(model, c)
-    comm = step_comm_s(cluster, c, training, cal, stage_params, model.params_per_layer / c.tp)
+    expert_params = stage_expert_params_per_rank(model, c) if model.moe is not None else ()
+    comm = step_comm_s(cluster, c, training, cal, stage_params, model.params_per_layer / c.tp, expert_params)
     # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute.
     mb_with_traffic_s = overlapped_s(slowest_mb_s, comm.per_micro_batch_s, cal.zero3_overlap)
     off = offload_terms(model, cluster, c, max(counts), stage_params)
@@ -222,8 +286,11 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
 
     p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)
     bubble_s = pipeline_bubble_s(c.pp, c.vp, stage_s, p2p_s)
-    dp_s = dp_exposed_s(comm.per_step_s, comm.per_step_gather_s, counts[-1] * lt.backward_s,
-                        counts[0] * lt.forward_s, dp_overlap(training.framework, c.pp, cal),
+    moe_fwd_s, moe_bwd_s = (mb.layer.forward_s, mb.compute_s - mb.layer.forward_s) if mb else (0.0, 0.0)
+    last_bwd_s = (counts[-1] - moe_counts[-1]) * lt.backward_s + moe_counts[-1] * moe_bwd_s
+    first_fwd_s = (counts[0] - moe_counts[0]) * lt.forward_s + moe_counts[0] * moe_fwd_s
+    dp_s = dp_exposed_s(comm.per_step_s, comm.per_step_gather_s, last_bwd_s,
+                        first_fwd_s, dp_overlap(training.framework, c.pp, cal),
                         comm.last_bucket_s, comm.last_gather_bucket_s)
     params_shard = comm.params_per_gpu_shard
     optimizer_s = 0.0 if c.offload_optimizer != "none" else optimizer_step_time_s(params_shard, kernels)
@@ -244,6 +311,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         "optimizer": optimizer_s,
         "offload_step": off.per_step_s,
     }
+    if model.moe is not None:
+        breakdown["ep_comm"] = scale * ep_mb_s
     iteration_s = sum(breakdown.values())
 
     mem = memory if memory is not None else plan_memory(model, cluster, c, training, m, cal)

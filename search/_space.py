@@ -131,9 +131,34 @@ def _config_allows(zero: int, opt: Offload, param: Offload) -> bool:
 
 
 def _status(runtime: Framework, tp: int, pp: int, vp: int, cp: int, sp: bool, zero: int, opt: Offload,
-            param: Offload, recompute: Recompute, overlap: bool = False) -> SupportStatus:
-    """The support matrix's verdict (:func:`search._support.cached_status`, cached per key)."""
-    return cached_status((runtime, tp > 1, pp > 1, vp > 1, cp > 1, sp, zero, opt, param, recompute, overlap))
+            param: Offload, recompute: Recompute, overlap: bool = False, expert: bool = False) -> SupportStatus:
+    """The support matrix's verdict (:func:`search._support.cached_status`, cached per key);
+    ``expert``: ep or etp > 1."""
+    return cached_status((runtime, tp > 1, pp > 1, vp > 1, cp > 1, sp, zero, opt, param, recompute, overlap,
+                          expert))
+
+
+def _tp_divides(model: ModelSpec, t: int) -> bool:
+    """tp splits the heads, the K/V heads and the dense MLP evenly (Megatron ``validate_args``)."""
+    kv = int(model.kv_heads or model.heads)
+    return (model.heads % t == 0 and kv % t == 0 and (not model.dense_layers or model.ffn % t == 0)
+            and (model.moe is None or model.moe.shared_expert_ffn % t == 0))
+
+
+def expert_options(model: ModelSpec, tp: int, cp: int, dp: int) -> tuple[tuple[int, int], ...]:
+    """(ep, etp) pairs of Megatron-Core's MoE parallel folding for one attention layout: ep divides
+    the experts, etp is 1 or tp (Megatron's default; the MoE README recommends 1 for fine-grained
+    experts) and divides the expert MLP, and ep * etp divides tp * cp * dp (frameworks_2.md sec.
+    3.2). (1, 1) only for a dense model."""
+    if model.moe is None:
+        return ((1, 1),)
+    ranks = tp * cp * dp
+    out = []
+    for etp in sorted({1, tp}):
+        if model.moe.expert_ffn % etp:
+            continue
+        out += [(ep, etp) for ep in _divisors(model.moe.experts) if ranks % (ep * etp) == 0]
+    return tuple(out)
 
 
 def _admits(status: SupportStatus, allow_untested: bool) -> bool:
@@ -292,8 +317,7 @@ def why_no_valid(model: ModelSpec, world_size: int, global_batch: int, framework
             if e.status == "refused" or not allow_untested:
                 extra = " (allow untested combinations: --allow-untested)" if e.status == "untested" else ""
                 reasons.append(f"{runtime}: {e.what}; {e.fix}{extra}")
-    kv = int(model.kv_heads or model.heads)
-    tps = [t for t in _divisors(world_size) if model.heads % t == 0 and kv % t == 0 and model.ffn % t == 0]
+    tps = [t for t in _divisors(world_size) if _tp_divides(model, t)]
     if not any(global_batch % (world_size // (t * p)) == 0 for t in tps for p in _divisors(world_size // t)):
         smallest = min(world_size // (t * p) for t in tps for p in _divisors(world_size // t))
         reasons.append(f"global batch {global_batch} is divisible by no data-parallel size the GPUs allow "
@@ -331,9 +355,8 @@ def enumerate_space(
     mbs = None if micro_batches is None else sorted({_positive("micro_batches", m) for m in micro_batches})
 
     world_divisors = _divisors(world_size)
-    kv = int(model.kv_heads or model.heads)
     flash = model.attention == "flash"
-    tps = [t for t in world_divisors if model.heads % t == 0 and kv % t == 0 and model.ffn % t == 0]
+    tps = [t for t in world_divisors if _tp_divides(model, t)]
     pps = [p for p in world_divisors if p <= model.layers + 2]  # the embedding and head can fill a stage
     head_w = round(head_layers(model.vocab, model.hidden, model.params_per_layer, model.seq_len), 3)
     cps = [c for c in world_divisors if c == 1 or (flash and model.seq_len % (2 * c) == 0)]
@@ -356,6 +379,7 @@ def enumerate_space(
                 if world_size % mp or global_batch % (world_size // mp):
                     continue
                 dp = world_size // mp
+                experts = expert_options(model, tp, cp, dp)
                 per_rank = global_batch // dp
                 micro = _divisors(per_rank) if mbs is None else [m for m in mbs if per_rank % m == 0]
                 for vp, layout, expressed_by in layouts:
@@ -363,16 +387,18 @@ def enumerate_space(
                     if not live:
                         continue
                     options = _labelled_policies(live, pp > 1, dp * cp > 1, allow_untested)
-                    for sp, overlap in sps:
+                    for (sp, overlap), (ep, etp) in ((s, e) for s in sps for e in experts):
                         for (zero, opt, param), all_labels in options:
                             for rc in recomputes:
                                 labels = tuple(r for r in all_labels if _admits(
-                                    _status(r, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap), allow_untested))
+                                    _status(r, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, ep * etp > 1),
+                                    allow_untested))
                                 if not labels:
                                     continue
                                 for mb in micro:
                                     config = ParallelConfig.trusted(dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc,
-                                                                    tp_comm_overlap=overlap, stage_layers=layout)
+                                                                    tp_comm_overlap=overlap, stage_layers=layout,
+                                                                    ep=ep, etp=etp)
                                     for runtime in labels:
                                         if runtime == "fsdp" and pp > 1 and not _torch_schedule_runs(
                                                 per_rank // mb, pp, vp):

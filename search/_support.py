@@ -106,6 +106,15 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
         lambda c: _megatron_fsdp(c) and c.offload_optimizer != "none",
     ),
     SupportEntry(
+        "megatron", "megatron-ep-tp-needs-sp", "refused", "ParallelConfig.sp",
+        "expert parallelism together with tensor parallelism needs sequence parallelism (the MoE layer takes "
+        "its tokens from the sequence-parallel shards)",
+        "set sp=true, or tp=1, or ep=1",
+        "megatron-core 0.19 docs/user-guide/parallelism-guide.md ('you must enable Sequence Parallelism'); "
+        "model_parallel_config.py:560; frameworks_2.md sec. 3.2",
+        lambda c: c.ep > 1 and c.tp > 1 and not c.sp,
+    ),
+    SupportEntry(
         "megatron", "megatron-tp-comm-overlap-needs-sp", "refused", "ParallelConfig.tp_comm_overlap",
         "--tp-comm-overlap needs --sequence-parallel (and tp > 1)",
         "set sp=true with tp >= 2, or tp_comm_overlap=false",
@@ -210,6 +219,14 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
         "service/launch/megatron_deepspeed_flags.txt (Megatron-DeepSpeed 2025-07-16 parser)",
         lambda c: c.tp_comm_overlap,
     ),
+    *(SupportEntry(
+        runtime, f"{runtime}-expert-parallel", "refused", "ParallelConfig.ep",
+        "autopar costs expert parallelism as Megatron-Core folds it (ep and etp over the attention layers' "
+        "tp x cp x dp ranks); this runtime's expert groups are not modelled",
+        "set ep=1 and etp=1, or framework='megatron'",
+        "frameworks_2.md sec. 3.2 (MoE parallel folding) and 3.5 (DeepSpeed-MoE)",
+        lambda c: c.ep > 1 or c.etp > 1,
+    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
 )
 """Every combination a runtime refuses or has never been shown to run, with its evidence."""
 
@@ -231,6 +248,40 @@ MODEL_SUPPORT: tuple[SupportEntry, ...] = (
         "tr11-176B-ml.slurm",
         lambda m: m.position_embedding == "alibi",
     ),
+    # --- Mixtures of experts and latent attention ------------------------------------------------
+    SupportEntry(
+        "deepspeed", "deepspeed-moe", "refused", "ModelSpec.moe",
+        "autopar does not cost DeepSpeed-MoE (deepspeed.moe.layer.MoE: its own expert groups, capacity "
+        "handling and PR-MoE), and DeepSpeed alone has no MoE model to launch",
+        "use framework='megatron' (Megatron-Core MoE, costed and emitted) for a mixture of experts",
+        "frameworks_2.md sec. 3.5 (DeepSpeed-MoE layer API)",
+        lambda m: m.moe is not None,
+    ),
+    SupportEntry(
+        "megatron-deepspeed", "megatron-deepspeed-moe", "refused", "ModelSpec.moe",
+        "autopar does not cost Megatron-DeepSpeed's DeepSpeed-MoE layers (--num-experts with --ep-world-size "
+        "expert groups, capacity factors, PR-MoE), which differ from Megatron-Core's folding",
+        "use framework='megatron' (Megatron-Core MoE) for a mixture of experts",
+        "frameworks_2.md sec. 3.5; Megatron-DeepSpeed megatron/model/transformer.py (deepspeed.moe.layer.MoE)",
+        lambda m: m.moe is not None,
+    ),
+    SupportEntry(
+        "fsdp", "torchtitan-moe", "refused", "ModelSpec.moe",
+        "autopar emits and costs torchtitan's llama3 model only; its MoE models (expert parallelism over "
+        "FSDP2's mesh) are not costed yet",
+        "use framework='megatron' for a mixture of experts",
+        "service/launch/_torchtitan.py (llama3 model args); frameworks_2.md sec. 3.2 ('Torch FSDP2 rejects EP' "
+        "in Megatron)",
+        lambda m: m.moe is not None,
+    ),
+    *(SupportEntry(
+        runtime, f"{runtime}-mla", "refused", "ModelSpec.mla",
+        f"{runtime} has no multi-head latent attention (Megatron-Core's MultiLatentAttention only)",
+        "use framework='megatron', or a model with grouped-query attention",
+        "megatron-core 0.19 megatron/core/transformer/multi_latent_attention.py; Megatron-DeepSpeed and "
+        "torchtitan's llama3 model have no latent attention",
+        lambda m: m.mla is not None,
+    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
 )
 """Model features per runtime: refused ones make every configuration invalid for that runtime."""
 
@@ -292,14 +343,14 @@ def check_supported(config: ParallelConfig, runtime: str) -> None:
     _refuse(entries_for(runtime, config), runtime)
 
 
-SupportKey = tuple[str, bool, bool, bool, bool, bool, int, str, str, str, bool]
+SupportKey = tuple[str, bool, bool, bool, bool, bool, int, str, str, str, bool, bool]
 
 
 def support_key(runtime: str, config: ParallelConfig) -> SupportKey:
     """What the matrix's predicates look at (see the module docstring)."""
     c = config
     return (runtime, c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1, c.sp, c.zero_stage, c.offload_optimizer,
-            c.offload_param, c.recompute, c.tp_comm_overlap)
+            c.offload_param, c.recompute, c.tp_comm_overlap, c.ep > 1 or c.etp > 1)
 
 
 @cache
@@ -307,9 +358,10 @@ def cached_status(key: SupportKey) -> SupportStatus:
     """:func:`support_status` of a representative configuration of ``key`` (for enumerators)."""
     from search._parallel_spec import ParallelConfig
 
-    runtime, tp, pp, vp, cp, sp, zero, opt, param, recompute, overlap = key
-    rep = ParallelConfig.trusted(1, 2 if tp else 1, 2 if pp else 1, 2 if vp else 1, 2 if cp else 1, sp, 1, zero,
-                                 opt, param, recompute, tp_comm_overlap=overlap)  # type: ignore[arg-type]
+    runtime, tp, pp, vp, cp, sp, zero, opt, param, recompute, overlap, ep = key
+    rep = ParallelConfig.trusted(2, 2 if tp else 1, 2 if pp else 1, 2 if vp else 1, 2 if cp else 1, sp, 1, zero,
+                                 opt, param, recompute,  # type: ignore[arg-type]
+                                 tp_comm_overlap=overlap, ep=2 if ep else 1)
     return support_status(runtime, rep)
 
 

@@ -1,0 +1,168 @@
+"""Cost terms of a mixture-of-experts block (Megatron-Core MoE, alltoall token dispatcher).
+
+Per GPU and micro-batch, with Megatron-Core's MoE parallel folding (experts over ep x etp ranks
+of the attention layers' tp x cp x dp; frameworks_2.md sec. 3.2-3.3):
+
+* tokens entering the block on one GPU: ``T = b*s/(cp*tp)`` with sequence parallelism (Megatron
+  requires it with tp and ep), ``b*s/cp`` without;
+* routed token copies one GPU's experts process: ``b*s*k*etp/(tp*cp)`` (MoE model zoo
+  ``permute_out = s/TP*ETP*topk*h``), over ``E/ep`` local experts;
+* dispatch and combine: an all-to-all of ``T*k*h`` 16-bit elements over the ep group, each way,
+  forward and backward (4 per block and micro-batch), plus an all-gather / reduce-scatter over
+  the etp group when etp > 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search._calibration import Calibration
+from search._cluster_spec import ClusterSpec
+from search._collectives import all_gather_time_s, all_to_all_time_s, group_link
+from search._compute_time import (
+    Kernels,
+    attention_core_times,
+    attention_elementwise_bytes,
+    gemm_time_s,
+    linears_time_s,
+    mlp_activation_bytes_per_token,
+)
+from search._model_spec import ModelSpec
+from search._units import BYTES_16BIT
+
+DROPLESS_IMBALANCE = 1.14
+"""Load of the busiest expert over the mean with a trained (auxiliary-loss balanced) router
+and no token dropping: the Megatron MoE model zoo's long-context benchmarks publish the same
+configurations with forced balance and dropless, the dropless runs 8-20 % slower
+(benchmarks/data/README_2024_2026.md, 'MoE routing'); 1.14 is the middle. Applied to the routed
+experts' compute of a learned router; force-balanced benchmarks pay 1.0."""
+PERMUTE_BYTES_PER_COPY_PER_H = 8.0
+"""Forward HBM bytes per routed token copy and unit of h of the permutation before the experts
+and the un-permutation after (read + write 16-bit each: 2 x 4h)."""
+ROUTER_BYTES_PER_TOKEN_PER_EXPERT = 12.0
+"""Forward bytes per token and expert of the router's fp32 softmax/top-k and the probabilities it
+keeps (read + write 4 + 4, row map 4)."""
+
+
+def tokens_per_gpu(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool) -> float:
+    """Tokens of one micro-batch entering an MoE block on one GPU (the sequence-parallel shard)."""
+    return micro_batch * model.seq_len / cp / (tp if sp else 1)
+
+
+def routed_copies_per_gpu(model: ModelSpec, micro_batch: int, tp: int, cp: int, etp: int) -> float:
+    """Token copies the local experts of one GPU process per micro-batch, load balanced:
+    ``b*s*k*etp/(tp*cp)``."""
+    assert model.moe is not None
+    return micro_batch * model.seq_len * model.moe.topk * etp / (tp * cp)
+
+
+def expert_load_factor(model: ModelSpec) -> float:
+    """Busiest expert's load over the mean: 1 for force-balanced routing; :data:`DROPLESS_IMBALANCE`
+    for a learned router, capped by the capacity factor when tokens beyond it are dropped."""
+    moe = model.moe
+    if moe is None or moe.router_load == "force-balanced":
+        return 1.0
+    if moe.capacity_factor is not None:
+        return min(moe.capacity_factor, DROPLESS_IMBALANCE)
+    return DROPLESS_IMBALANCE
+
+
+def grouped_gemm_time_s(groups: int, m: float, n: float, k: float, kernels: Kernels) -> float:
+    """``groups`` GEMMs of (m x k) @ (k x n) in one grouped kernel (``--moe-grouped-gemm``): each
+    costs its roofline (so few tokens per expert leave the GEMM bound by reading the expert's
+    weights), the launch overhead is paid once."""
+    if groups <= 0 or m <= 0:
+        return 0.0
+    one = gemm_time_s(m, n, k, kernels) - kernels.gemm_overhead_s
+    return groups * one + kernels.gemm_overhead_s
+
+
+@dataclass(frozen=True, slots=True)
+class MoELayerTimes:
+    """Forward times of one MoE block on one GPU."""
+
+    gemm_s: float
+    """Attention projections, router, shared experts and routed experts."""
+    attention_s: float
+    attention_backward_s: float
+    elementwise_s: float
+    dispatch_s: float
+    """Forward all-to-all (dispatch + combine) and the etp gather/scatter: exposed."""
+
+    @property
+    def forward_s(self) -> float:
+        return self.gemm_s + self.attention_s + self.elementwise_s
+
+
+def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, ep: int, etp: int,
+                    kernels: Kernels, cluster: ClusterSpec, cal: Calibration) -> MoELayerTimes:
+    """Forward time of one MoE block (attention as in a dense block, then router, routed and shared
+    experts and the token exchange)."""
+    moe = model.moe
+    assert moe is not None
+    h = model.hidden
+    tokens = micro_batch * model.seq_len / cp  # the attention's GEMM rows on one TP rank
+    sp_tokens = tokens_per_gpu(model, micro_batch, tp, cp, sp)
+    attn_gemm = linears_time_s(model.attention_linears(), tokens, tp, kernels)
+    attention, attention_bwd = attention_core_times(model, tokens, model.seq_len, tp, kernels)
+    router = gemm_time_s(sp_tokens, moe.experts, h, kernels)
+    shared = (linears_time_s(model.mlp_linears(moe.shared_expert_ffn), tokens, tp, kernels)
+              if moe.shared_expert_ffn else 0.0)
+    local = moe.experts // ep
+    per_expert = routed_copies_per_gpu(model, micro_batch, tp, cp, etp) / local * expert_load_factor(model)
+    f = moe.expert_ffn / etp
+    experts = (grouped_gemm_time_s(local, per_expert, f * (model.mlp_matrices - 1), h, kernels)
+               + grouped_gemm_time_s(local, per_expert, h, f, kernels))
+    copies = local * per_expert
+    elementwise = (attention_elementwise_bytes(model, tokens, tp, sp)
+                   + copies * (mlp_activation_bytes_per_token(model, f) + PERMUTE_BYTES_PER_COPY_PER_H * h)
+                   + sp_tokens * moe.experts * ROUTER_BYTES_PER_TOKEN_PER_EXPERT
+                   + (tokens * mlp_activation_bytes_per_token(model, moe.shared_expert_ffn / tp)))
+    return MoELayerTimes(attn_gemm + router + shared + experts, attention, attention_bwd,
+                         elementwise / kernels.hbm_bytes_per_s,
+                         dispatch_forward_s(model, micro_batch, tp, cp, sp, ep, etp, cluster, cal))
+
+
+def dispatch_forward_s(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, ep: int, etp: int,
+                       cluster: ClusterSpec, cal: Calibration) -> float:
+    """Forward token exchange of one MoE block: dispatch and combine all-to-alls of ``T*k*h``
+    16-bit elements over the ep group (ranks ``etp`` apart: Megatron's expert grid orders etp
+    innermost, then ep), and with etp > 1 the all-gather of the routed tokens over the etp group
+    and its reduce-scatter on the way back (the alltoall dispatcher's A2A-then-AllGather,
+    frameworks_2.md sec. 3.3). Megatron runs them on the compute stream between the expert
+    GEMMs: nothing overlaps them without ``--overlap-moe-expert-parallel-comm`` (not modelled)."""
+    assert model.moe is not None
+    sent = tokens_per_gpu(model, micro_batch, tp, cp, sp) * model.moe.topk * model.hidden * BYTES_16BIT
+    a2a = 2.0 * all_to_all_time_s(sent, ep, cluster, etp, cal)
+    if etp > 1:
+        link = group_link(cluster, etp, 1, cal)
+        a2a += 2.0 * all_gather_time_s(sent * etp, etp, link)
+    return a2a
+
+
+def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, etp: int,
+                               recompute: str) -> float:
+    """Activation bytes one MoE block keeps for backward per micro-batch on one GPU: the attention
+    part as a dense block's (Korthikanti et al. 2022 Sec. 4: 8h replicated + 4h + 4 kv_dim split
+    per token), and for the MLP the routed copies' permuted inputs and expert intermediates (MoE
+    model zoo ``deepseek_mem_estimate.py``: ``permute_out = s/TP*ETP*k*h``, ``expert_fc1_out``),
+    the router's probabilities and row map, and the shared experts' intermediates. Full
+    recomputation keeps the block input only."""
+    moe = model.moe
+    assert moe is not None
+    s = model.seq_len / cp
+    sb = s * micro_batch
+    h = model.hidden
+    if recompute == "full":
+        return 2.0 * sb * h / (tp if sp else 1)
+    masks = 1.0 if model.dropout else 0.0
+    replicated = (8.0 + 2.0 * masks) * sb * h
+    split = sb * (4.0 * h + 4.0 * model.kv_dim + mlp_activation_bytes_per_token(model, moe.shared_expert_ffn))
+    scores = 0.0
+    if model.attention == "standard" and recompute == "none":
+        scores = (4.0 + masks) * model.heads * s * model.seq_len * micro_batch
+    copies = routed_copies_per_gpu(model, micro_batch, tp, cp, etp) * expert_load_factor(model)
+    routed = copies * (2.0 * h + mlp_activation_bytes_per_token(model, moe.expert_ffn / etp))
+    router = tokens_per_gpu(model, micro_batch, tp, cp, sp) * moe.experts * ROUTER_BYTES_PER_TOKEN_PER_EXPERT
+    attention = (replicated + split + scores) / tp if sp else replicated + (split + scores) / tp
+    return attention + routed + router
