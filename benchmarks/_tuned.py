@@ -1,12 +1,12 @@
 """Predict a published run whose configuration leaves fields unknown "as tuned".
 
-A source that does not state the micro-batch, sequence parallelism, recomputation or the
-virtual pipeline stages still ran with some value of each, and a team publishing its throughput
-ran the fastest one that fit. So such a run (``CalibrationRun.unknown`` names its open fields) is
-predicted at its best: the fastest feasible prediction over every valid completion of the open
-fields, each value checked by :func:`search.check_compatible` (the framework's rules included).
-When no completion fits, the fastest one is kept, and it is reported infeasible. A run with no
-open field is predicted as it is.
+A source that does not state the micro-batch, sequence parallelism, recomputation, the virtual
+pipeline stages or the expert tensor-parallel degree still ran with some value of each, and a
+team publishing its throughput ran the fastest one that fit. So such a run
+(``CalibrationRun.unknown`` names its open fields) is predicted at its best: the fastest
+feasible prediction over every valid completion of the open fields, each value checked by
+:func:`search.check_compatible` (the framework's rules included). When no completion fits, the
+fastest one is kept, and it is reported infeasible. A run with no open field is predicted as it is.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def field_values(run: CalibrationRun, name: str) -> tuple[Any, ...]:
         return (False, True)
     if name == "recompute":
         return RECOMPUTES
+    if name == "etp":  # Megatron's default (tp) and the MoE README's advice for fine-grained experts (1)
+        return tuple(sorted({1, c.tp}))
     raise ValueError(f"{name!r} is not a configuration field the runs loader leaves open")
 
 

@@ -168,7 +168,8 @@ def refusals(refused: Sequence[RefusedRow]) -> dict[str, Any]:
 def summarize(results: list[RunResult], claims_ok: list[bool] | None = None,
               refused: Sequence[RefusedRow] = ()) -> dict[str, Any]:
     """The JSON summary: overall and per-source time/memory errors, OOM and feasibility agreement,
-    the pairwise ranking, the runs completed as tuned and the records refused."""
+    the pairwise ranking, the runs completed as tuned, the records refused and the mixture-of-experts
+runs' error per model family."""
     times = [r.time_ape for r in results if r.time_ape is not None]
     mems = [r.memory_ape for r in results if r.memory_ape is not None]
     ooms = [r.oom_correct for r in results if r.oom_correct is not None]
@@ -186,6 +187,10 @@ def summarize(results: list[RunResult], claims_ok: list[bool] | None = None,
     overall_t = _stats(times)
     overall_m = _stats(mems)
     completed = [r for r in results if r.completed]
+    by_family: dict[str, list[float]] = defaultdict(list)
+    for r in results:
+        if r.run.model.moe is not None and r.time_ape is not None:
+            by_family[r.run.model.name].append(r.time_ape)
     summary: dict[str, Any] = {
         "n_runs": len(results),
         "n_errors": sum(1 for r in results if r.error),
@@ -199,6 +204,8 @@ def summarize(results: list[RunResult], claims_ok: list[bool] | None = None,
         "completed_fields": dict(Counter(f for r in completed for f in r.run.unknown).most_common()),
         "pairwise": ranking(results),
         "refused": refusals(refused),
+        "moe_families": {name: {"n_time": st["n"], "time_mape": st["mape"], "time_max_ape": st["max_ape"]}
+                         for name, apes in sorted(by_family.items()) for st in (_stats(apes),)},
     }
     if claims_ok is not None:
         summary["n_feasibility"] = len(claims_ok)
@@ -275,6 +282,9 @@ def print_table(results: list[RunResult], summary: dict[str, Any], claims: list[
     print(f"{'OVERALL':<50} {summary['n_time']:>4} {_fmt(summary['time_mape'], '6.1f'):>6} "
           f"{_fmt(summary['time_median_ape'], '6.1f'):>6} {_fmt(summary['time_max_ape'], '6.1f'):>6} "
           f"{summary['n_memory']:>4} {_fmt(summary['memory_mape'], '7.1f'):>7}")
+    for name, s in summary["moe_families"].items():
+        print(f"{'MoE ' + name:<50} {s['n_time']:>4} {_fmt(s['time_mape'], '6.1f'):>6} {'':>6} "
+              f"{_fmt(s['time_max_ape'], '6.1f'):>6}")
     print(f"OOM verdicts correct: {summary['oom_correct']}/{summary['n_oom']}")
     fields = ", ".join(f"{k} {v}" for k, v in summary["completed_fields"].items())
     print(f"runs completed as tuned (open fields at their fastest feasible values): {summary['n_completed_as_tuned']}"

@@ -49,9 +49,12 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
                          "qkv_bias", "qk_norm", "parallel_residual", "norm_eps", "rope_theta", "rope_scaling_factor",
                          "rotary_percent"), MODELLED),
         "params": MODELLED,  # read only when layers is null (layers solved from it), else the shape's own count
-        "head_dim": CHECKED,  # must be hidden / heads
-        "active_params": CHECKED,  # must equal params (a dense model)
-        **dict.fromkeys(("moe", "mla", "mtp_layers", "attention_window", "activation_detail"), REFUSED_WHEN_SET),
+        # head_dim: the attention width per head (MLA: must be qk_head_dim + qk_rope_head_dim); moe: its
+        # dense layers are the first ones (DeepSeek-V3, Kimi K2), router "force..." = force-balanced,
+        # token_drop needs a capacity_factor; mtp_layers on the last stage.
+        **dict.fromkeys(("head_dim", "moe", "mla", "mtp_layers"), MODELLED),
+        "active_params": CHECKED,  # within 1 % of the shape's active count
+        **dict.fromkeys(("attention_window", "activation_detail"), REFUSED_WHEN_SET),
         "params_how": INFORMATIONAL, "shape_source": INFORMATIONAL,
     },
     "cluster": {
@@ -71,7 +74,10 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # Beyond the published schema, written by ``autopar runs export``: the layout and TP overlap as they ran.
         **dict.fromkeys(("stage_layers", "tp_comm_overlap"), MODELLED),
         "grad_accum": CHECKED,  # = global_batch / (micro_batch * dp); gives micro_batch when that is null
-        **dict.fromkeys(("ep", "etp", "expert_dp", "moe_dispatcher", "fsdp", "fsdp_shard_size", "fp8_recipe",
+        # Expert parallelism as Megatron-Core folds it; a null etp is an open field (1 or tp, as tuned).
+        "ep": MODELLED, "etp": MODELLED, "expert_dp": CHECKED,  # = world / (etp * ep * pp)
+        "moe_dispatcher": CHECKED,  # alltoall (or null, the alltoall the EP rows use) is the one modelled
+        **dict.fromkeys(("fsdp", "fsdp_shard_size", "fp8_recipe",
                          "local_batch", "torch_compile",
                          "async_tp", "pipeline_schedule", "optimizer", "recompute_modules", "framework_detail"),
                         REFUSED_WHEN_SET),
@@ -95,7 +101,11 @@ INCONSISTENT, MALFORMED, UNKNOWN_FIELD, INVALID = (
 CATEGORIES = (GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, TOPOLOGY, INCONSISTENT, MALFORMED,
               UNKNOWN_FIELD, INVALID)
 
-TUNABLE = ("micro_batch", "vp", "sp", "recompute", "stage_layers")
+MOE_FIELDS = ("experts", "topk", "expert_ffn", "shared_experts", "shared_expert_ffn", "moe_layers", "dense_layers",
+              "router", "token_drop", "capacity_factor")
+"""``model.moe`` keys (README_2024_2026.md; ``capacity_factor`` beyond it, written by ``autopar runs export``)."""
+
+TUNABLE = ("micro_batch", "vp", "sp", "recompute", "stage_layers", "etp")
 """Configuration fields a source may leave open: :attr:`CalibrationRun.unknown` names them."""
 
 
@@ -167,22 +177,33 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
         refuse("cluster.nvlink_domain", f"an NVLink domain of {domain} GPUs across nodes of {gpn} is not modelled "
                "(NVLink inside a node, the network between nodes)", TOPOLOGY)
 
-    if m.get("moe") is not None:
-        refuse("model.moe", "mixture-of-experts layers are not modelled (dense MLPs only)", MOE)
-    if m.get("active_params") is not None and m.get("active_params") != m.get("params"):
+    moe = m.get("moe")
+    if moe is not None:
+        if not isinstance(moe, dict):
+            refuse("model.moe", f"is a {type(moe).__name__}, not an object", MALFORMED)
+        else:
+            for key in ("experts", "topk", "expert_ffn"):
+                if moe.get(key) is None:
+                    refuse(f"model.moe.{key}", "is missing", MALFORMED)
+            for key in moe:
+                if key not in MOE_FIELDS:
+                    refuse(f"model.moe.{key}", "is not a field of the MoE schema (README_2024_2026.md)", UNKNOWN_FIELD)
+            if moe.get("token_drop") and moe.get("capacity_factor") is None:
+                refuse("model.moe.token_drop", "tokens were dropped at a capacity factor the record does not state",
+                       MOE)
+            layers, n_moe, n_dense = m.get("layers"), moe.get("moe_layers"), moe.get("dense_layers") or 0
+            if layers is not None and n_moe is not None and n_moe + n_dense != layers:
+                refuse("model.moe.moe_layers", f"{n_moe} MoE + {n_dense} dense layers is not layers = {layers}",
+                       INCONSISTENT)
+    elif m.get("active_params") is not None and m.get("active_params") != m.get("params"):
         refuse("model.active_params", f"{m['active_params']:.4g} of {m.get('params') or 0:.4g} parameters active "
-               "per token: only dense models are modelled", MOE)
-    if m.get("mla") is not None:
-        refuse("model.mla", "multi-head latent attention is not modelled", ATTENTION)
+               "per token without a model.moe part", INCONSISTENT)
     if m.get("attention_window") is not None:
         refuse("model.attention_window", "sliding-window attention is not modelled (full causal attention only)",
                ATTENTION)
-    hidden, heads = m.get("hidden"), m.get("heads")
-    if m.get("head_dim") is not None and (not hidden or not heads or m["head_dim"] * heads != hidden):
-        refuse("model.head_dim", f"{m['head_dim']} is not hidden/heads = {hidden}/{heads}: the cost model's "
-               "head dimension is hidden/heads", ATTENTION)
-    if m.get("mtp_layers"):
-        refuse("model.mtp_layers", f"{m['mtp_layers']} multi-token-prediction layers are not modelled", ARCHITECTURE)
+    if m.get("mtp_layers") and moe is None and m.get("mla") is None:
+        refuse("model.mtp_layers", f"{m['mtp_layers']} multi-token-prediction layers are modelled for DeepSeek-style "
+               "(MoE/MLA) models only", ARCHITECTURE)
     if m.get("activation") not in (None, "gelu", "swiglu"):
         refuse("model.activation", f"{m['activation']!r} is not modelled (gelu, swiglu)", ARCHITECTURE)
     if m.get("activation_detail") is not None:
@@ -192,11 +213,13 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
         refuse("model.position_embedding", f"{m['position_embedding']!r} is not modelled "
                f"({', '.join(_POSITION_EMBEDDINGS)})", ARCHITECTURE)
 
-    for key in ("ep", "etp", "expert_dp"):
-        if cfg.get(key) not in (None, 1):
-            refuse(f"config.{key}", f"expert parallelism ({key}={cfg[key]}) is not modelled", MOE)
-    if cfg.get("moe_dispatcher") is not None:
-        refuse("config.moe_dispatcher", "mixture-of-experts token dispatch is not modelled", MOE)
+    if moe is None:
+        for key in ("ep", "etp", "expert_dp"):
+            if cfg.get(key) not in (None, 1):
+                refuse(f"config.{key}", f"expert parallelism ({key}={cfg[key]}) without a model.moe part", INCONSISTENT)
+    if cfg.get("moe_dispatcher") not in (None, "alltoall"):
+        refuse("config.moe_dispatcher", f"{cfg['moe_dispatcher']!r}: only Megatron's alltoall token dispatcher is "
+               "modelled (DeepEP / flex and allgather dispatchers are not)", MOE)
     first, last = cfg.get("first_stage_layers"), cfg.get("last_stage_layers")
     if (first is None) != (last is None):
         refuse("config.first_stage_layers", "give both first_stage_layers and last_stage_layers, or neither",

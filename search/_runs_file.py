@@ -32,6 +32,7 @@ from search._cluster_presets import GPUS, NETWORK_EFFICIENCY, NODES, NVLINK_RING
 from search._cluster_spec import ClusterSpec, NodeSpec
 from search._errors import SpecError
 from search._model_spec import Activation, ModelSpec
+from search._moe_spec import MoESpec
 from search._parallel_spec import (
     Framework,
     ParallelConfig,
@@ -180,6 +181,24 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         rope_theta=float(given("rope_theta", 10000.0)),
         rope_scaling_factor=m.get("rope_scaling_factor"),
         rotary_percent=float(given("rotary_percent", 1.0)),
+        head_dim=None if m.get("mla") is not None else m.get("head_dim"),
+        mla=m.get("mla"),
+        moe=_moe(m.get("moe")),
+        mtp_layers=int(m.get("mtp_layers") or 0),
+    )
+
+
+def _moe(moe: dict[str, Any] | None) -> MoESpec | None:
+    """The schema's MoE block as a :class:`MoESpec` (dense layers first; "force" in ``router`` means
+    the benchmark forced an even token distribution)."""
+    if moe is None:
+        return None
+    return MoESpec(
+        experts=int(moe["experts"]), topk=int(moe["topk"]), expert_ffn=int(moe["expert_ffn"]),
+        shared_experts=int(moe.get("shared_experts") or 0), shared_expert_ffn=int(moe.get("shared_expert_ffn") or 0),
+        first_dense_layers=int(moe.get("dense_layers") or 0),
+        capacity_factor=float(moe["capacity_factor"]) if moe.get("capacity_factor") is not None else None,
+        router_load="force-balanced" if "force" in str(moe.get("router") or "").lower() else "learned",
     )
 
 
@@ -219,7 +238,8 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         ("micro_batch", micro_batch is None), ("vp", cfg.get("vp") is None and pp > 1),
         ("sp", cfg.get("sp") is None and tp > 1 and framework == "megatron"),
         ("recompute", cfg.get("recompute") is None),
-        ("stage_layers", uneven and first is None and given_layers is None)) if is_open)
+        ("stage_layers", uneven and first is None and given_layers is None),
+        ("etp", cfg.get("etp") is None and int(cfg.get("ep") or 1) > 1 and tp > 1)) if is_open)
     # Dropout is not in the schema: take the framework's default (Megatron-LM and
     # Megatron-DeepSpeed --hidden-dropout/--attention-dropout 0.1; MPT/llm-foundry 0).
     model = _model(rec["model"], 1 if uneven else pp, 1 if uneven else vp,
@@ -248,10 +268,17 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         offload_param=cfg.get("offload_param") or "none",
         recompute=cfg.get("recompute") or "none", stage_layers=stage_layers,
         tp_comm_overlap=bool(cfg.get("tp_comm_overlap") or False),
+        ep=int(cfg.get("ep") or 1), etp=int(cfg.get("etp") or 1),
     )
     training = TrainingSpec(global_batch=global_batch, precision=cast(Precision, precision),
                             framework=cast(Framework, framework))
     check_compatible(model, cluster.world_size, config, training)
+    if cfg.get("expert_dp") is not None and int(cfg["expert_dp"]) != config.edp:
+        raise _inconsistent(rid, "config.expert_dp", f"{cfg['expert_dp']} is not world / (etp*ep*pp) = {config.edp}")
+    active = rec["model"].get("active_params")
+    if model.moe is not None and active is not None and abs(model.active_params / float(active) - 1) > 0.01:
+        raise _inconsistent(rid, "model.active_params", f"{active:.4g} is not the shape's {model.active_params:.4g} "
+                            "active parameters (within 1 %)")
     meas = rec.get("measured") or {}
     oom = meas.get("oom")
     time_s = meas.get("iteration_time_s")

@@ -258,7 +258,7 @@ def test_several_data_files_are_read_together(tmp_path: Path, capsys: pytest.Cap
 
 def _bad_records() -> list:
     moe = _record("moe")
-    moe["model"]["moe"] = {"experts": 8, "topk": 2}
+    moe["model"]["moe"] = {"experts": 8, "topk": 2, "expert_ffn": moe["model"]["ffn"], "token_drop": True}
     gpu = _record("b200")
     gpu["cluster"]["gpu"] = "b200-sxm-180gb"
     unknown = _record("unknown-field")
@@ -276,7 +276,7 @@ def _bad_records() -> list:
 
 
 EXPECTED_REFUSALS = {
-    "moe": ("model.moe", "mixture of experts"),
+    "moe": ("model.moe.token_drop", "mixture of experts"),
     "b200": ("cluster.gpu", "unknown GPU"),
     "unknown-field": ("config.zero_bubble", "unknown field"),
     "no-config": ("config", "malformed record"),
@@ -300,7 +300,7 @@ def test_unsupported_and_malformed_rows_are_refused_one_by_one(tmp_path: Path,
                                            "unknown field": 1, "inconsistent record": 1, "invalid specs": 1}
     assert fidelity.main(["--data", str(path)]) == 0
     table = capsys.readouterr().out
-    assert "REFUSED mixture of experts: model.moe: mixture-of-experts layers are not modelled" in table
+    assert "REFUSED mixture of experts: model.moe.token_drop: tokens were dropped at a capacity factor" in table
     assert "records the model cannot express: 8 (by reason" in table and "malformed record 3" in table
     assert "pairwise concordance" in table
 
@@ -310,11 +310,14 @@ def test_the_published_2024_2026_rows_are_predicted_or_refused_with_reasons() ->
     records = json.loads(RUNS_2024_2026.read_text())
     assert len(got.runs) + len(got.refused) == len(records)
     summary = fidelity.refusals(got.refused)
-    # Every MoE row is refused naming the MoE field, never read as a dense model.
+    # Every MoE row is predicted as a mixture of experts or refused with its reasons, never read as dense.
     moe_ids = {r["id"] for r in records if r["model"].get("moe") is not None}
     assert len(moe_ids) == 55
     refused = {row.id: {r.field for r in row.refusals} for row in got.refused}
-    assert all("model.moe" in refused[i] for i in moe_ids)
+    as_moe = {run.id for run in got.runs if run.model.moe is not None}
+    assert moe_ids == as_moe | (moe_ids & set(refused)) and not as_moe & set(refused)
+    assert len(as_moe) == 3  # Qwen3-30B-A3B on H100; GPT-OSS (sliding window) and token-drop rows refused
+    assert all(refused[i] for i in moe_ids - as_moe)
     uneven = {r["id"] for r in records if r["config"].get("uneven_pipeline")}
     assert len(uneven) == 51
     assert not any(r.category == "uneven pipeline" for row in got.refused for r in row.refusals)  # issue 13
@@ -325,6 +328,8 @@ def test_the_published_2024_2026_rows_are_predicted_or_refused_with_reasons() ->
         1 for r in records if r["cluster"]["gpu"] not in ("h100-sxm5-80gb", "a100-sxm4-80gb"))
     results = fidelity.evaluate(got.runs)
     assert all(r.error is None for r in results)
+    families = fidelity.summarize(results)["moe_families"]
+    assert list(families) == ["Qwen3-30B-A3B"] and families["Qwen3-30B-A3B"]["n_time"] == 3
 
 
 def test_runs_with_open_fields_are_completed_as_tuned(summary: dict) -> None:

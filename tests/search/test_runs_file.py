@@ -53,18 +53,12 @@ def test_every_field_of_both_data_files_is_accounted_for() -> None:
 
 # A value the model cannot express for every field it refuses when set or checks.
 NOT_MODELLED = {
-    "model.moe": ({"experts": 8, "topk": 2}, "mixture of experts"),
-    "model.active_params": (4e8, "mixture of experts"),
-    "model.mla": ({"kv_lora_rank": 512}, "attention variant"),
+    "model.active_params": (4e8, "inconsistent record"),  # a dense model
     "model.attention_window": ({"size": 128, "every": 2}, "attention variant"),
-    "model.head_dim": (128, "attention variant"),  # hidden/heads is 96
-    "model.mtp_layers": (1, "model architecture"),
     "model.activation_detail": ("gated quick_gelu", "model architecture"),
     "cluster.nvlink_domain": (72, "cluster topology"),
-    "config.ep": (8, "mixture of experts"),
-    "config.etp": (2, "mixture of experts"),
-    "config.expert_dp": (4, "mixture of experts"),
-    "config.moe_dispatcher": ("alltoall", "mixture of experts"),
+    "config.expert_dp": (4, "inconsistent record"),  # a dense model
+    "config.moe_dispatcher": ("flex", "mixture of experts"),
     "config.fsdp": ("megatron-fsdp", "runtime feature"),
     "config.fsdp_shard_size": (8, "runtime feature"),
     "config.fp8_recipe": ("mxfp8", "precision or FP8 recipe"),
@@ -94,7 +88,8 @@ def test_a_field_the_model_cannot_express_refuses_the_record_naming_it(field: st
 
 @pytest.mark.parametrize(("field", "value"), [
     ("model.head_dim", 96), ("model.active_params", None), ("model.mtp_layers", 0), ("cluster.nvlink_domain", 8),
-    ("config.ep", 1), ("config.fp8_recipe", "current-scaling (per-tensor)"), ("config.uneven_pipeline", False),
+    ("config.ep", 1), ("config.moe_dispatcher", "alltoall"),
+    ("config.fp8_recipe", "current-scaling (per-tensor)"), ("config.uneven_pipeline", False),
     ("config.first_stage_layers", None),
     ("config.torch_compile", False), ("config.async_tp", False), ("config.pipeline_schedule", "1F1B"),
     ("config.optimizer", "adamw"), ("config.grad_accum", 1), ("config.fsdp", None),
@@ -116,11 +111,42 @@ def test_a_field_the_schema_does_not_have_is_refused_unless_null() -> None:
 
 
 def test_a_record_is_refused_with_every_reason() -> None:
-    rec = _with("model.moe", {"experts": 8}, _with("cluster.gpu", "gb200-nvl72", _with("config.ep", 8)))
+    rec = _with("model.moe", {"experts": 8, "topk": 2, "expert_ffn": 96, "token_drop": True},
+                _with("cluster.gpu", "gb200-nvl72", _with("config.moe_dispatcher", "flex")))
     with pytest.raises(RecordRefused) as info:
         run_from_record(rec)
-    assert [r.field for r in info.value.refusals] == ["cluster.gpu", "model.moe", "config.ep"]
-    assert isinstance(info.value, SpecError) and "model.moe" in str(info.value)
+    assert [r.field for r in info.value.refusals] == ["cluster.gpu", "model.moe.token_drop", "config.moe_dispatcher"]
+    assert isinstance(info.value, SpecError) and "model.moe.token_drop" in str(info.value)
+
+
+def _moe_record(run_id: str) -> dict[str, Any]:
+    return copy.deepcopy(next(r for r in json.loads(RUNS_2024_2026.read_text()) if r["id"] == run_id))
+
+
+QWEN3_H100 = "mbridge-26.02.01-h100-qwen3-30b-a3b-fp8-16g-gbs1024-mbs1-tp1pp2cp1vp12ep8"
+
+
+def test_a_published_moe_run_is_read_with_its_experts_and_expert_parallelism() -> None:
+    run = run_from_record(_moe_record(QWEN3_H100))
+    moe = run.model.moe
+    assert moe is not None and (moe.experts, moe.topk, moe.expert_ffn, moe.first_dense_layers) == (128, 8, 768, 0)
+    assert moe.router_load == "force-balanced" and moe.capacity_factor is None
+    assert run.model.head_dim == 128 and run.model.hidden // run.model.heads == 64
+    assert (run.config.ep, run.config.etp, run.config.edp) == (8, 1, 1)  # 16 GPUs / (pp 2 x ep 8)
+    assert run.model.params == 30532110336 and run.model.active_params == 3353020416
+
+
+@pytest.mark.parametrize(("change", "field", "category"), [
+    (lambda r: r["model"]["moe"].update(flavour="x"), "model.moe.flavour", "unknown field"),
+    (lambda r: r["model"]["moe"].update(moe_layers=40), "model.moe.moe_layers", "inconsistent record"),
+    (lambda r: r["model"].update(active_params=4e9), "model.active_params", "inconsistent record"),
+    (lambda r: r["config"].update(ep=3), "ParallelConfig.ep", "invalid specs"),
+    (lambda r: r["config"].update(expert_dp=4), "config.expert_dp", "inconsistent record"),
+])
+def test_a_moe_record_the_model_cannot_express_is_refused(change: Any, field: str, category: str) -> None:
+    rec = _moe_record(QWEN3_H100)
+    change(rec)
+    assert _refusal(rec) == (field, category)
 
 
 @pytest.mark.parametrize(("change", "field", "category"), [
@@ -185,8 +211,8 @@ def test_read_runs_collects_refusals_and_load_runs_stops_at_the_first(tmp_path: 
     path.write_text(json.dumps([BASE, _with("model.moe", {"experts": 8}), _with("id", "second")]))
     got = read_runs(path)
     assert [r.id for r in got.runs] == [BASE["id"], "second"]
-    assert [(row.id, row.refusals[0].field) for row in got.refused] == [(BASE["id"], "model.moe")]
-    with pytest.raises(RecordRefused, match=r"model\.moe"):
+    assert [(row.id, row.refusals[0].field) for row in got.refused] == [(BASE["id"], "model.moe.topk")]
+    with pytest.raises(RecordRefused, match=r"model\.moe\.topk"):
         load_runs(path)
     path.write_text(json.dumps({"runs": []}))
     with pytest.raises(ValueError, match="not a JSON list"):
