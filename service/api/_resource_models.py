@@ -146,6 +146,8 @@ class ModelPresetOut(BaseModel):
     name: str
     shape: ModelShape = Field(description="Valid as model.shape of a request.")
     params: int = Field(description="Parameter count derived from the shape (search.ModelSpec.params).")
+    active_params: int = Field(description="Parameters one token passes through (search.ModelSpec.active_params): "
+                               "params for a dense model, fewer with a mixture of experts.")
     published_params: float | None = Field(description="The count the source publishes, rounded as published.")
     source: str | None = Field(description="Where the shape comes from.")
 

@@ -16,7 +16,8 @@ from fastapi import APIRouter, Request, Response
 
 from search import CLUSTER_PRESETS, MODEL_PRESET_PARAMS, MODEL_PRESETS, cluster_preset
 from service.api._resource_models import ClusterPresetList, ModelPresetList, error_responses
-from service.api._schemas import GPUIn, ModelShape, NodeIn
+from service.api._schemas import GPUIn, NodeIn
+from service.api._specs import model_shape
 from service.api._state import Reader
 
 router = APIRouter(prefix="/v1/presets", tags=["presets"])
@@ -34,6 +35,12 @@ MODEL_SOURCES: dict[str, str] = {
     "bloom-176b": "bigscience/bloom model card; Le Scao et al. 2022 (arXiv:2211.05100)",
     "mpt-7b": "mosaicml/mpt-7b model card, Hyperparameter table",
     "mpt-30b": "mosaicml/mpt-30b model card, Hyperparameter table",
+    "mixtral-8x7b": "Jiang et al. 2024 (arXiv:2401.04088) Table 1; config.json of mistralai/Mixtral-8x7B-v0.1",
+    "mixtral-8x22b": "config.json of mistral-community/Mixtral-8x22B-v0.1; mistral.ai/news/mixtral-8x22b",
+    "deepseek-v3": "DeepSeek-AI 2024 (arXiv:2412.19437) Sec. 4.2; config.json of deepseek-ai/DeepSeek-V3",
+    "qwen3-30b-a3b": "Qwen Team 2025 (arXiv:2505.09388) Table 2; config.json of Qwen/Qwen3-30B-A3B",
+    "qwen3-235b-a22b": "Qwen Team 2025 (arXiv:2505.09388) Table 2; config.json of Qwen/Qwen3-235B-A22B",
+    "kimi-k2": "Kimi Team 2025 (arXiv:2507.20534) Table 2; config.json of moonshotai/Kimi-K2-Base",
 }
 """Where each preset shape comes from (the comments of search/_model_presets.py, one line each)."""
 
@@ -53,8 +60,8 @@ def _render(data: dict[str, Any]) -> Rendered:
 def models_json() -> Rendered:
     items = []
     for name, spec in MODEL_PRESETS.items():
-        shape = ModelShape(**{f: getattr(spec, f) for f in ModelShape.model_fields})
-        items.append({"name": name, "shape": shape.model_dump(mode="json"), "params": spec.params,
+        items.append({"name": name, "shape": model_shape(spec).model_dump(mode="json"), "params": spec.params,
+                      "active_params": spec.active_params,
                       "published_params": MODEL_PRESET_PARAMS.get(name), "source": MODEL_SOURCES.get(name)})
     return _render(ModelPresetList.model_validate({"data": items}).model_dump(mode="json"))
 
@@ -82,7 +89,7 @@ def _answer(request: Request, rendered: Rendered) -> Response:
 
 
 @router.get("/models", response_model=ModelPresetList, responses={**_NOT_MODIFIED, **error_responses(401, 403)},
-            summary="Model presets: shape, parameter count and source")
+            summary="Model presets: shape, parameter count (active per token for MoE) and source")
 def list_model_presets(_: Reader, request: Request) -> Response:
     return _answer(request, models_json())
 

@@ -22,6 +22,46 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+class MoEShape(_In):
+    """A mixture of experts in place of the MLP of every layer after ``first_dense_layers`` (the
+    fields of search.MoESpec; Megatron-Core ``--num-experts``, ``--moe-router-topk``,
+    ``--moe-ffn-hidden-size``, ``--moe-shared-expert-intermediate-size``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"examples": [{
+        "experts": 256, "topk": 8, "expert_ffn": 2048, "shared_experts": 1, "shared_expert_ffn": 2048,
+        "first_dense_layers": 3, "capacity_factor": None, "router_load": "learned"}]})
+    experts: int = Field(ge=1, le=16_384, description="Routed experts per MoE layer.")
+    topk: int = Field(ge=1, le=1024, description="Routed experts each token goes to (at most experts).")
+    expert_ffn: int = Field(ge=1, le=1_048_576, description="Inner size of one expert's MLP (the model's "
+                            "activation, so SwiGLU experts have three matrices).")
+    shared_experts: int = Field(default=0, ge=0, le=1024, description="Experts every token goes to besides the "
+                                "routed ones (DeepSeek-V3: 1); 0: none.")
+    shared_expert_ffn: int = Field(default=0, ge=0, le=1_048_576, description="Inner size of all shared experts "
+                                   "together; 0 exactly when shared_experts is 0.")
+    first_dense_layers: int = Field(default=0, ge=0, le=2047, description="The first layers keep a dense MLP of "
+                                    "the model's ffn (DeepSeek-V3: 3); fewer than layers.")
+    capacity_factor: float | None = Field(default=None, ge=1, le=64, allow_inf_nan=False, description="Tokens an "
+                                          "expert takes relative to an even share, the rest dropped; null: "
+                                          "dropless (the busiest expert paces the layer).")
+    router_load: Literal["learned", "force-balanced"] = Field(default="learned", description="learned: a trained "
+                                                              "router's load imbalance; force-balanced: the even "
+                                                              "assignment benchmarks force.")
+
+
+class MLAShape(_In):
+    """Multi-head latent attention (the fields of search.MLASpec; DeepSeek-V2/V3, Kimi K2): queries and
+    keys/values through low-rank latents, each head a no-RoPE and a RoPE part."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"examples": [{
+        "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128}]})
+    q_lora_rank: int | None = Field(default=None, ge=1, le=262_144, description="Query latent width; null: "
+                                    "queries projected directly from the hidden state.")
+    kv_lora_rank: int = Field(ge=1, le=262_144, description="Key/value latent width.")
+    qk_head_dim: int = Field(ge=1, le=65_536, description="Per-head query/key width without RoPE.")
+    qk_rope_head_dim: int = Field(ge=1, le=65_536, description="Per-head RoPE width (one RoPE key for all heads).")
+    v_head_dim: int = Field(ge=1, le=65_536, description="Per-head value width.")
+
+
 class ModelShape(_In):
     """A custom transformer shape (the fields of search.ModelSpec)."""
 
@@ -51,6 +91,14 @@ class ModelShape(_In):
                                               description="Llama 3.1 RoPE scaling factor (null: none).")
     rotary_percent: float = Field(default=1.0, gt=0, le=1, description="Share of each head RoPE rotates.")
     parallel_residual: bool = Field(default=False, description="GPT-NeoX parallel attention/MLP block.")
+    head_dim: int | None = Field(default=None, ge=1, le=65_536, description="Per-head width of queries, keys and "
+                                 "values; null: hidden / heads (Qwen3-30B-A3B: 128 on hidden 2048). With mla: "
+                                 "null or qk_head_dim + qk_rope_head_dim. Served resolved.")
+    moe: MoEShape | None = Field(default=None, description="Mixture of experts; null: a dense model.")
+    mla: MLAShape | None = Field(default=None, description="Multi-head latent attention in place of the Q/K/V "
+                                 "projections (kv_heads then null or heads); null: none.")
+    mtp_layers: int = Field(default=0, ge=0, le=64, description="Multi-token-prediction modules trained with the "
+                            "model (DeepSeek-V3: 1); needs moe or mla. Not counted in params.")
 
 
 class ModelIn(_In):
@@ -162,6 +210,9 @@ class ConfigIn(_In):
     stage_layers: list[int] | None = Field(default=None, max_length=1024, description="Transformer layers on each "
                                            "pipeline rank, first to last (pp entries adding up to the model's "
                                            "layers); null for the even split.")
+    ep: int = Field(default=1, ge=1, le=65_536, description="Expert-parallel degree (MoE models; Megatron-Core "
+                    "folds it into tp x cp x dp).")
+    etp: int = Field(default=1, ge=1, le=1024, description="Expert tensor-parallel degree (MoE models).")
     micro_batch: int = Field(default=1, ge=1, le=65_536)
     zero_stage: int = Field(default=0, ge=0, le=3)
     offload_optimizer: Literal["none", "cpu", "nvme"] = "none"

@@ -142,6 +142,8 @@ class ParallelConfigOut(_Out):
     tp_comm_overlap: bool = Field(default=False, description="Megatron-Core --tp-comm-overlap (needs sp).")
     stage_layers: list[int] | None = Field(default=None, description="Transformer layers on each pipeline rank, "
                                            "first to last; null for the even split.")
+    ep: int = Field(default=1, description="Expert-parallel degree (1 for a dense model).")
+    etp: int = Field(default=1, description="Expert tensor-parallel degree (1 for a dense model).")
     micro_batch: int
     zero_stage: int
     offload_optimizer: Literal["none", "cpu", "nvme"]

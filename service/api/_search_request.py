@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from search import (
@@ -39,8 +39,13 @@ _ATTR_FIELDS = {"num_nodes": "nodes"}
 
 
 def init_fields(obj: Any) -> dict[str, Any]:
-    """A dataclass's constructor arguments (``asdict`` would add derived ``init=False`` fields)."""
-    return {f.name: getattr(obj, f.name) for f in fields(obj) if f.init}
+    """A dataclass's constructor arguments as JSON-ready data (``asdict`` would add derived
+    ``init=False`` fields); nested specs (``ModelSpec.moe``, ``.mla``) become objects."""
+    return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj) if f.init}
+
+
+def _plain(value: Any) -> Any:
+    return init_fields(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
 def _cluster_fields(c: ClusterSpec) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from search import (
     model_from_hf_config,
     model_preset,
 )
-from service.api._schemas import ClusterIn, ConfigIn, ModelIn
+from service.api._schemas import ClusterIn, ConfigIn, ModelIn, ModelShape
 from service.store import Database, Profile
 
 
@@ -41,6 +41,16 @@ def model_spec(m: ModelIn) -> ModelSpec:
     else:  # the schema's validator makes this unreachable
         raise SpecError("model", "neither preset, shape nor hf_config", "give one")
     return spec if m.seq_len is None else dataclasses.replace(spec, seq_len=m.seq_len)
+
+
+def model_shape(spec: ModelSpec) -> ModelShape:
+    """The request shape of ``spec`` (valid as ``model.shape``; ``head_dim`` resolved, ``moe`` and
+    ``mla`` as objects)."""
+    data = {f: getattr(spec, f) for f in ModelShape.model_fields}
+    for part in ("moe", "mla"):
+        if data[part] is not None:
+            data[part] = dataclasses.asdict(data[part])
+    return ModelShape.model_validate(data)
 
 
 def load_profile(db: Database, profile_id: str) -> HardwareProfile:
