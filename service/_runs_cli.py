@@ -3,7 +3,8 @@
     autopar runs export [--out FILE] [--search-id ID] [--model NAME] [--json]
 
 Writes the runs stored by ``POST /v1/runs`` as a JSON list in the calibration schema
-(``benchmarks/data/README.md``, the ``runs.json`` schema), so that
+(``benchmarks/data/README.md``, the ``runs.json`` schema, with ``README_2024_2026.md``'s extensions
+for mixture-of-experts and latent-attention models and expert parallelism), so that
 ``python benchmarks/fidelity.py --data FILE`` measures the cost model against this cluster's own
 runs and ``python benchmarks/fit_constants.py --data FILE`` can refit its constants on them.
 
@@ -152,6 +153,33 @@ def _locator(row: Run) -> str:
     return f"{where}, rank {row.rank} of a deleted search" if row.rank is not None else where
 
 
+def model_extensions(m: ModelSpec) -> dict[str, Any]:
+    """The model fields of README_2024_2026.md's schema extensions a run's shape needs: ``head_dim``
+    when it is not hidden/heads, ``moe`` (with ``active_params``), ``mla`` and ``mtp_layers`` when
+    the model has them; nothing for a plain dense model (its record stays in the original schema)."""
+    out: dict[str, Any] = {}
+    if m.dim_per_head * m.heads != m.hidden or m.mla is not None:
+        out["head_dim"] = m.dim_per_head
+    if m.moe is not None:
+        e = m.moe
+        out["active_params"] = m.active_params
+        out["moe"] = {
+            "experts": e.experts, "topk": e.topk, "expert_ffn": e.expert_ffn, "shared_experts": e.shared_experts,
+            "shared_expert_ffn": e.shared_expert_ffn, "moe_layers": m.moe_layers, "dense_layers": m.dense_layers,
+            # MoESpec's words: "learned" or "force-balanced" (the published records say it in a sentence)
+            "router": e.router_load, "token_drop": e.capacity_factor is not None,
+            # Beyond the schema (it says only whether tokens drop): the factor that ran.
+            "capacity_factor": e.capacity_factor,
+        }
+    if m.mla is not None:
+        out["mla"] = {"q_lora_rank": m.mla.q_lora_rank, "kv_lora_rank": m.mla.kv_lora_rank,
+                      "qk_head_dim": m.mla.qk_head_dim, "qk_rope_head_dim": m.mla.qk_rope_head_dim,
+                      "v_head_dim": m.mla.v_head_dim}
+    if m.mtp_layers:
+        out["mtp_layers"] = m.mtp_layers
+    return out
+
+
 def run_record(row: Run, specs: Specs) -> dict[str, Any]:
     """One stored run in the calibration schema; raises :class:`Skip` when the schema cannot carry it."""
     m, c, t = specs.model, specs.config, specs.training
@@ -183,6 +211,7 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
             "norm": m.norm, "dropout": m.dropout, "qkv_bias": m.qkv_bias, "qk_norm": m.qk_norm,
             "parallel_residual": m.parallel_residual, "norm_eps": m.norm_eps, "rope_theta": m.rope_theta,
             "rope_scaling_factor": m.rope_scaling_factor, "rotary_percent": m.rotary_percent,
+            **model_extensions(m),
         },
         "cluster": {
             "gpu": gpu_id, "num_gpus": specs.cluster.world_size, "gpus_per_node": specs.cluster.node.gpus_per_node,
@@ -198,6 +227,7 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
             "recompute": c.recompute, "precision": t.precision, "framework": t.framework,
             **({"tp_comm_overlap": True} if c.tp_comm_overlap else {}),
             **({"uneven_pipeline": True, "stage_layers": list(c.stage_layers)} if c.stage_layers is not None else {}),
+            **({"ep": c.ep, "etp": c.etp} if m.moe is not None or c.ep > 1 or c.etp > 1 else {}),
         },
         "measured": {
             "iteration_time_s": time_s,

@@ -187,8 +187,24 @@ def presets_dict() -> dict[str, Any]:
     for name in CLUSTER_PRESETS:
         spec = cluster_preset(name)
         clusters[name] = {"gpu": spec_dict(spec.gpu), "node": spec_dict(spec.node), "num_nodes": 1}
-    models = {name: {**spec_dict(spec), "params": spec.params} for name, spec in MODEL_PRESETS.items()}
+    models = {name: {**model_dict(spec), "params": spec.params} for name, spec in MODEL_PRESETS.items()}
     return {"models": models, "clusters": clusters}
+
+
+def model_dict(spec: ModelSpec) -> dict[str, Any]:
+    """A model's constructor arguments as JSON-ready data (``moe`` and ``mla`` as objects): a valid
+    ``--model`` file."""
+    data = spec_dict(spec)
+    for part in ("moe", "mla"):
+        if data[part] is not None:
+            data[part] = dataclasses.asdict(data[part])
+    return data
+
+
+def params_text(spec: ModelSpec) -> str:
+    """``70.6B``; with a mixture of experts also the parameters a token passes through, ``671.0B (37.6B active)``."""
+    total = f"{spec.params / 1e9:.1f}B"
+    return total if spec.moe is None else f"{total} ({spec.active_params / 1e9:.1f}B active)"
 
 
 def _presets(args: argparse.Namespace) -> int:
@@ -198,7 +214,7 @@ def _presets(args: argparse.Namespace) -> int:
     model_columns = [Column("name", left=True, keep=True), Column("params", keep=True), Column("layers", keep=True),
                      Column("hidden", keep=True), Column("heads", priority=3), Column("kv heads", priority=2),
                      Column("ffn", priority=1), Column("vocab", priority=0), Column("seq len", priority=4)]
-    model_rows = [[name, f"{m.params / 1e9:.1f}B", str(m.layers), str(m.hidden), str(m.heads), str(m.kv_heads),
+    model_rows = [[name, params_text(m), str(m.layers), str(m.hidden), str(m.heads), str(m.kv_heads),
                    str(m.ffn), str(m.vocab), str(m.seq_len)] for name, m in MODEL_PRESETS.items()]
     print_table("model presets (--model)", model_columns, model_rows, wide=args.wide)
     cluster_columns = [Column("name", left=True, keep=True), Column("gpu", left=True, keep=True),
