@@ -1,20 +1,27 @@
 """A Hugging Face ``config.json`` read into a :class:`ModelSpec`, or refused with the field that cannot be.
 
-Covered are the dense decoder architectures the cost model describes: ``llama``, ``mistral``,
+Covered are the decoder architectures the cost model describes: ``llama``, ``mistral``,
 ``qwen2``, ``qwen3`` (gated SiLU MLP, RMSNorm, RoPE, GQA), ``gpt2`` (learned positions, GeLU,
-LayerNorm, biases), ``gpt_neox`` (RoPE on a share of each head, parallel residual) and ``bloom``
-(ALiBi). Field names and defaults are those of the ``transformers`` configuration classes
-(``LlamaConfig``, ``MistralConfig``, ``Qwen2Config``, ``Qwen3Config``, ``GPT2Config``,
-``GPTNeoXConfig``, ``BloomConfig``); where a class hard-codes a choice instead of reading a field
-(Qwen2's Q/K/V biases, Qwen3's Q/K norms) the family sets it.
+LayerNorm, biases), ``gpt_neox`` (RoPE on a share of each head, parallel residual), ``bloom``
+(ALiBi), and the mixtures of experts ``mixtral`` (every MLP an MoE of ``num_local_experts``,
+``intermediate_size`` each), ``qwen3_moe`` (``num_experts`` of ``moe_intermediate_size``, dense
+first layers by ``mlp_only_layers``) and ``deepseek_v3`` / ``kimi_k2`` (multi-head latent attention,
+``first_k_dense_replace`` dense layers, shared experts, multi-token prediction). Field names and
+defaults are those of the ``transformers`` configuration classes (``LlamaConfig``, ``MistralConfig``,
+``Qwen2Config``, ``Qwen3Config``, ``GPT2Config``, ``GPTNeoXConfig``, ``BloomConfig``,
+``MixtralConfig``, ``Qwen3MoeConfig``, ``DeepseekV3Config``); where a class hard-codes a choice
+instead of reading a field (Qwen2's Q/K/V biases, Qwen3's Q/K norms) the family sets it. The
+experts' shapes have no default: a file without them is refused by the missing key.
 
 Every key of the file is either read, known to change nothing autopar models (token ids, dtype,
-initialisation, numerics of the reference implementation), or refused by name: a mixture of
-experts (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ...), sliding-window
-attention shorter than the sequence, a head_dim other than hidden / heads, multi-head latent
-attention, biases on only some projections, RoPE scaling other than Llama 3.1's, and any key this
-module does not know. The attention kernel is not a property of the checkpoint: FlashAttention
-is assumed (a ModelSpec JSON file can say ``"attention": "standard"``).
+initialisation, numerics of the reference implementation, the router's scoring and scaling), or
+refused by name: a mixture of experts in another architecture or in a layer pattern other than
+dense first layers followed by MoE layers (``decoder_sparse_step``, ``mlp_only_layers``,
+``moe_layer_freq``), sliding-window attention shorter than the sequence, biases on only some
+projections, RoPE scaling other than Llama 3.1's (DeepSeek's YaRN is left out at lengths up to the
+one it extends, said in a note), and any key this module does not know. The attention kernel is
+not a property of the checkpoint: FlashAttention is assumed (a ModelSpec JSON file can say
+``"attention": "standard"``).
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ from typing import Any
 
 from search._errors import SpecError
 from search._model_spec import ModelSpec
+from search._moe_spec import MLASpec, MoESpec
 
 FIELD = "config.json"
-HF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "gpt_neox", "bloom")
+MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2")
+HF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "gpt_neox", "bloom", *MOE_ARCHITECTURES)
 """``model_type`` values this module reads."""
 
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok",
@@ -34,7 +43,8 @@ MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_interme
             "decoder_sparse_step", "router_aux_loss_coef", "moe_num_experts")
 """Keys of mixture-of-experts configurations (Mixtral, Qwen-MoE, DeepSeek-V2/V3, DBRX, OLMoE, ...)."""
 
-_FIX_MOE = "the cost model has no mixture of experts yet: choose a dense model"
+_FIX_MOE = (f"autopar reads the mixtures of experts of model_type {', '.join(MOE_ARCHITECTURES)}: choose one of "
+            "those or a dense model")
 _LLAMA_ACTS = ("silu", "swish")
 _GELU_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python")
 # Keys that change nothing autopar models: token ids, dtypes, initialisation, caching, HF bookkeeping.
@@ -72,11 +82,28 @@ _BLOOM_KEYS = frozenset({
     "attention_dropout", "attention_softmax_in_fp32", "bias_dropout_fusion", "masked_softmax_fusion", "offset_alibi",
     "seq_length", "skip_bias_add", "skip_bias_add_qkv",
 })
+# The router's training-time options (its aux-loss weight, jitter, whether it returns its logits,
+# how it scores and scales): a few FLOPs on an h x E product, nothing the cost model counts.
+_ROUTER_KEYS = frozenset({"router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob"})
+_MIXTRAL_KEYS = _LLAMA_KEYS | _ROUTER_KEYS | {"num_local_experts", "num_experts_per_tok"}
+_QWEN3_MOE_KEYS = _LLAMA_KEYS | _ROUTER_KEYS | {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                                                "decoder_sparse_step", "mlp_only_layers"}
+_DEEPSEEK_KEYS = _ROUTER_KEYS | {
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+    "moe_intermediate_size", "vocab_size", "max_position_embeddings", "hidden_act", "rms_norm_eps", "rope_theta",
+    "rope_scaling", "rope_parameters", "rope_interleave", "tie_word_embeddings", "attention_bias",
+    "attention_dropout", "head_dim", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
+    "first_k_dense_replace", "moe_layer_freq", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+    "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "routed_scaling_factor", "scoring_func",
+    "topk_method", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "ep_size",
+}
 _KNOWN = {"llama": _LLAMA_KEYS, "mistral": _LLAMA_KEYS, "qwen2": _LLAMA_KEYS, "qwen3": _LLAMA_KEYS,
-          "gpt2": _GPT2_KEYS, "gpt_neox": _NEOX_KEYS, "bloom": _BLOOM_KEYS}
+          "gpt2": _GPT2_KEYS, "gpt_neox": _NEOX_KEYS, "bloom": _BLOOM_KEYS, "mixtral": _MIXTRAL_KEYS,
+          "qwen3_moe": _QWEN3_MOE_KEYS, "deepseek_v3": _DEEPSEEK_KEYS, "kimi_k2": _DEEPSEEK_KEYS}
 # transformers' defaults for what a file may leave out (the configuration classes' __init__ arguments).
 _NORM_EPS_DEFAULT = {"llama": 1e-6, "mistral": 1e-6, "qwen2": 1e-6, "qwen3": 1e-6, "gpt2": 1e-5, "gpt_neox": 1e-5,
-                     "bloom": 1e-5}
+                     "bloom": 1e-5, "mixtral": 1e-5, "qwen3_moe": 1e-6, "deepseek_v3": 1e-6, "kimi_k2": 1e-6}
+_ROPE_THETA_DEFAULT = {"mixtral": 1e6}  # every other class: 10000
 
 
 class _Reader:
@@ -96,6 +123,19 @@ class _Reader:
             raise SpecError(f"{FIELD} {keys[0]}", "is missing", f"add {keys[0]}"
                             + (" or give --seq-len" if keys[0] == "max_position_embeddings" else ""))
         return default
+
+    def count(self, key: str, default: int | None = None) -> int:
+        """An integer >= 0 (null reads as 0: DeepSeek's ``n_shared_experts`` without shared experts)."""
+        if key not in self.data:
+            if default is None:
+                raise SpecError(f"{FIELD} {key}", "is missing", f"add {key}")
+            return default
+        value = self.data[key]
+        if value is None:
+            return 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SpecError(f"{FIELD} {key}", f"{value!r} is not an integer >= 0", "fix the file")
+        return value
 
     def number(self, key: str, default: float) -> float:
         value = self.data.get(key)
@@ -130,7 +170,8 @@ def _refuse_moe(data: Mapping[str, Any]) -> None:
     for key in ("q_lora_rank", "kv_lora_rank", "num_nextn_predict_layers"):
         if data.get(key):
             raise SpecError(f"{FIELD} {key}", f"{key} is multi-head latent attention or multi-token prediction "
-                            "(DeepSeek), which the cost model does not describe", "choose a dense GQA/MHA model")
+                            f"(DeepSeek) in a {data.get('model_type')!r} model", "autopar reads them in model_type "
+                            "deepseek_v3 and kimi_k2 only")
 
 
 def _refuse_unknown(data: Mapping[str, Any], model_type: str) -> None:
@@ -180,7 +221,7 @@ def _rope(r: _Reader, theta_keys: tuple[str, ...], default_theta: float) -> tupl
 def _window(r: _Reader, seq_len: int, model_type: str) -> None:
     """Refuse sliding-window attention that is active at ``seq_len`` (the cost model attends to all tokens)."""
     window = r.data.get("sliding_window")
-    used = r.flag("use_sliding_window", model_type == "mistral")  # Qwen2/3 gate it; Mistral uses it when set
+    used = r.flag("use_sliding_window", model_type in ("mistral", "mixtral"))  # Qwen gates it; Mistral uses it if set
     layer_types = r.data.get("layer_types")
     if isinstance(layer_types, list) and any(t != "full_attention" for t in layer_types):
         raise SpecError(f"{FIELD} layer_types", "some layers use sliding-window attention, which the cost model "
@@ -196,21 +237,51 @@ def _window(r: _Reader, seq_len: int, model_type: str) -> None:
                             "model with full attention")
 
 
+def _moe(r: _Reader, experts_key: str, expert_ffn: int, *, shared: int = 0, first_dense_layers: int = 0) -> MoESpec:
+    """The experts of ``experts_key`` with ``num_experts_per_tok`` routed per token, refused by config key;
+    ``shared`` shared experts of ``expert_ffn`` each."""
+    experts, topk = r.integer(experts_key), r.integer("num_experts_per_tok")
+    if topk > experts:
+        raise SpecError(f"{FIELD} num_experts_per_tok", f"{topk} is more than {experts_key}={experts}",
+                        "fix the file")
+    return MoESpec(experts=experts, topk=topk, expert_ffn=expert_ffn, shared_experts=shared,
+                   shared_expert_ffn=shared * expert_ffn, first_dense_layers=first_dense_layers)
+
+
+def _llama_moe(r: _Reader, model_type: str, layers: int) -> tuple[int, MoESpec | None]:
+    """(dense ffn, experts) of a Llama-style block: Mixtral's MoE in every layer, Qwen3-MoE's after the
+    ``mlp_only_layers`` (a Qwen3MoeDecoderLayer is MoE when not listed there and (i + 1) % step == 0)."""
+    if model_type == "mixtral":  # MixtralConfig.intermediate_size is each expert's
+        ffn = r.integer("intermediate_size")
+        return ffn, _moe(r, "num_local_experts", ffn)
+    if model_type != "qwen3_moe":
+        return r.integer("intermediate_size"), None
+    step = r.integer("decoder_sparse_step", default=1)
+    if step != 1:
+        raise SpecError(f"{FIELD} decoder_sparse_step", f"{step} puts experts in every {step}th layer only, which "
+                        "ModelSpec cannot describe (dense first layers, then MoE layers)",
+                        "choose a model with decoder_sparse_step 1")
+    dense = r.data.get("mlp_only_layers") or []
+    if not isinstance(dense, list) or dense != list(range(len(dense))) or len(dense) >= layers:
+        raise SpecError(f"{FIELD} mlp_only_layers", f"dense MLPs in layers {dense!r}: ModelSpec describes dense "
+                        "first layers 0 ... k-1 followed by at least one MoE layer", "choose a model whose "
+                        "mlp_only_layers is empty or the first k layers")
+    expert_ffn = r.integer("moe_intermediate_size")
+    ffn = r.integer("intermediate_size") if dense else expert_ffn
+    return ffn, _moe(r, "num_experts", expert_ffn, first_dense_layers=len(dense))
+
+
 def _llama_family(r: _Reader, model_type: str, name: str, seq_len: int | None) -> tuple[ModelSpec, list[str]]:
     notes: list[str] = []
-    hidden, heads = r.integer("hidden_size"), r.integer("num_attention_heads")
+    hidden, heads, layers = r.integer("hidden_size"), r.integer("num_attention_heads"), r.integer("num_hidden_layers")
     r.choice("hidden_act", _LLAMA_ACTS, "silu", "the gated MLP of these models is SwiGLU")
-    head_dim = r.data.get("head_dim")
-    if head_dim is not None and head_dim * heads != hidden:
-        raise SpecError(f"{FIELD} head_dim", f"{head_dim!r} x {heads} heads != hidden_size {hidden}: the attention "
-                        "width differs from the model width, which the cost model does not describe",
-                        "choose a model with head_dim = hidden_size / num_attention_heads")
+    head_dim = r.integer("head_dim") if r.data.get("head_dim") is not None else None  # None: hidden / heads
     for key in ("attention_bias", "mlp_bias"):
         if r.flag(key, False):
             raise SpecError(f"{FIELD} {key}", f"{key}=true puts biases on some projections only, which ModelSpec "
                             "cannot describe (bias covers every linear, qkv_bias only Q/K/V)",
                             "choose a model without them")
-    theta, scaling = _rope(r, ("rope_theta",), 10000.0)
+    theta, scaling = _rope(r, ("rope_theta",), _ROPE_THETA_DEFAULT.get(model_type, 10000.0))
     rotary = r.number("partial_rotary_factor", 1.0)
     dropout = r.number("attention_dropout", 0.0) > 0
     max_pos = r.integer("max_position_embeddings") if seq_len is None else seq_len
@@ -218,14 +289,93 @@ def _llama_family(r: _Reader, model_type: str, name: str, seq_len: int | None) -
         notes.append(f"seq_len = max_position_embeddings ({max_pos}) of config.json: give --seq-len for the length "
                      "you train at")
     _window(r, max_pos, model_type)
+    ffn, moe = _llama_moe(r, model_type, layers)
     spec = ModelSpec(
-        name=name, layers=r.integer("num_hidden_layers"), hidden=hidden, heads=heads,
-        kv_heads=r.integer("num_key_value_heads", default=heads), ffn=r.integer("intermediate_size"),
+        name=name, layers=layers, hidden=hidden, heads=heads, head_dim=head_dim,
+        kv_heads=r.integer("num_key_value_heads", default=heads), ffn=ffn, moe=moe,
         vocab=r.integer("vocab_size"), seq_len=max_pos, activation="swiglu",
         tied_embeddings=r.flag("tie_word_embeddings", False), position_embedding="rope", bias=False,
         norm="rmsnorm", attention="flash", dropout=dropout, qkv_bias=model_type == "qwen2",
-        qk_norm=model_type == "qwen3", norm_eps=r.number("rms_norm_eps", _NORM_EPS_DEFAULT[model_type]),
+        qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        norm_eps=r.number("rms_norm_eps", _NORM_EPS_DEFAULT[model_type]),
         rope_theta=theta, rope_scaling_factor=scaling, rotary_percent=rotary,
+    )
+    return spec, notes
+
+
+def _yarn(r: _Reader, seq_len: int | None) -> tuple[float, int, list[str]] | None:
+    """DeepSeek's YaRN ``rope_scaling`` (rope_theta, seq_len, notes), or None without it. YaRN extends
+    the context past ``original_max_position_embeddings``, the pre-training length; up to that
+    length the model trains without it (DeepSeek-V3 and Kimi K2 pre-trained at 4096 and added YaRN
+    after), which is what the launch files can say; a longer sequence is refused."""
+    scaling = r.data.get("rope_scaling")
+    scaling = r.data.get("rope_parameters") if scaling is None else scaling
+    if not isinstance(scaling, Mapping) or scaling.get("rope_type", scaling.get("type")) != "yarn":
+        return None
+    s = _Reader(scaling)
+    original, factor = s.integer("original_max_position_embeddings"), s.number("factor", 1.0)
+    theta = s.number("rope_theta", r.number("rope_theta", 10000.0))
+    if seq_len is not None and seq_len > original:
+        raise SpecError(f"{FIELD} rope_scaling", f"a sequence of {seq_len} needs its YaRN scaling (factor "
+                        f"{factor:g} beyond {original} tokens), which no launch target autopar writes can express",
+                        f"train at --seq-len <= {original}, the pre-training length")
+    notes = [f"rope_scaling (YaRN, factor {factor:g}) left out: it extends the context beyond the {original} tokens "
+             "of pre-training"]
+    if seq_len is None:
+        notes.append(f"seq_len = rope_scaling.original_max_position_embeddings ({original}), the length before the "
+                     "YaRN extension: give --seq-len for the length you train at")
+    return theta, seq_len or original, notes
+
+
+def _deepseek(r: _Reader, model_type: str, name: str, seq_len: int | None) -> tuple[ModelSpec, list[str]]:
+    """DeepSeek-V3 and Kimi K2 (``DeepseekV3ForCausalLM``): MLA, a dense first ``first_k_dense_replace``
+    layers of ``intermediate_size``, then routed experts and ``n_shared_experts`` shared ones of
+    ``moe_intermediate_size`` each. ``num_key_value_heads`` is not read: MLA's kv_b_proj gives every
+    query head its own key and value."""
+    r.choice("hidden_act", _LLAMA_ACTS, "silu", "the gated MLP of these models is SwiGLU")
+    if r.flag("attention_bias", False):
+        raise SpecError(f"{FIELD} attention_bias", "biases on the MLA projections only are not something "
+                        "ModelSpec describes", "choose a model without them")
+    if r.data.get("moe_layer_freq", 1) != 1:
+        raise SpecError(f"{FIELD} moe_layer_freq", f"{r.data['moe_layer_freq']!r} puts experts in some later layers "
+                        "only, which ModelSpec cannot describe (dense first layers, then MoE layers)",
+                        "choose a model with moe_layer_freq 1")
+    layers, dense = r.integer("num_hidden_layers"), r.count("first_k_dense_replace")
+    if dense >= layers:
+        raise SpecError(f"{FIELD} first_k_dense_replace", f"{dense} leaves no MoE layer of {layers}",
+                        "fix the file, or describe the model as a dense one")
+    expert_ffn, shared = r.integer("moe_intermediate_size"), r.count("n_shared_experts")
+    moe = _moe(r, "n_routed_experts", expert_ffn, shared=shared, first_dense_layers=dense)
+    if "q_lora_rank" not in r.data:
+        raise SpecError(f"{FIELD} q_lora_rank", "is missing", "add q_lora_rank (null: queries without a latent)")
+    mla = MLASpec(q_lora_rank=r.integer("q_lora_rank") if r.data["q_lora_rank"] is not None else None,
+                  kv_lora_rank=r.integer("kv_lora_rank"), qk_head_dim=r.integer("qk_nope_head_dim"),
+                  qk_rope_head_dim=r.integer("qk_rope_head_dim"), v_head_dim=r.integer("v_head_dim"))
+    if r.data.get("head_dim") not in (None, mla.qk_rope_head_dim, mla.qk_dim):  # transformers: = qk_rope_head_dim
+        raise SpecError(f"{FIELD} head_dim", f"{r.data['head_dim']!r} is neither qk_rope_head_dim nor "
+                        "qk_nope_head_dim + qk_rope_head_dim", "remove head_dim (MLA's widths are the *_head_dim keys)")
+    notes: list[str] = []
+    groups, group_topk = r.integer("n_group", default=1), r.integer("topk_group", default=1)
+    if group_topk < groups:
+        notes.append(f"n_group {groups} / topk_group {group_topk} (group-limited routing) not modelled: the "
+                     "all-to-all is costed as if a token's experts could sit in every group")
+    yarn = _yarn(r, seq_len)
+    if yarn is None:
+        theta, _ = _rope(r, ("rope_theta",), 10000.0)  # refuses any other scaling
+        length = seq_len or r.integer("max_position_embeddings")
+        if seq_len is None:
+            notes.append(f"seq_len = max_position_embeddings ({length}) of config.json: give --seq-len for the "
+                         "length you train at")
+    else:
+        theta, length, yarn_notes = yarn
+        notes += yarn_notes
+    spec = ModelSpec(
+        name=name, layers=layers, hidden=r.integer("hidden_size"), heads=r.integer("num_attention_heads"),
+        ffn=r.integer("intermediate_size") if dense else expert_ffn, vocab=r.integer("vocab_size"), seq_len=length,
+        activation="swiglu", tied_embeddings=r.flag("tie_word_embeddings", False), position_embedding="rope",
+        bias=False, norm="rmsnorm", attention="flash", dropout=r.number("attention_dropout", 0.0) > 0,
+        norm_eps=r.number("rms_norm_eps", _NORM_EPS_DEFAULT[model_type]), rope_theta=theta, mla=mla, moe=moe,
+        mtp_layers=r.count("num_nextn_predict_layers", default=0),
     )
     return spec, notes
 
@@ -300,18 +450,19 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str,
 
     ``seq_len`` is the training sequence length (default: the file's ``max_position_embeddings``
     or ``n_positions``, said in a note). Raises :class:`SpecError` naming the key that autopar cannot
-    model: a mixture of experts, an architecture it does not read, sliding-window attention,
-    an unusual head_dim, ... (see the module docstring).
+    model: an architecture it does not read, experts in a layer pattern ModelSpec cannot describe,
+    sliding-window attention, ... (see the module docstring).
     """
     if not isinstance(config, Mapping):
         raise SpecError(FIELD, f"a JSON {type(config).__name__}, not an object", "give a config.json")
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0):
         raise SpecError("seq_len", f"{seq_len!r} is not a positive integer", "give the training sequence length")
-    _refuse_moe(config)
     model_type = config.get("model_type")
+    if model_type not in MOE_ARCHITECTURES:
+        _refuse_moe(config)
     if model_type not in _KNOWN:
         raise SpecError(f"{FIELD} model_type", f"{model_type!r} is not an architecture autopar reads",
-                        f"autopar reads model_type {', '.join(HF_ARCHITECTURES)} (dense decoders)")
+                        f"autopar reads model_type {', '.join(HF_ARCHITECTURES)}")
     _refuse_unknown(config, str(model_type))
     r = _Reader(config)
     if model_type == "gpt2":
@@ -320,6 +471,8 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str,
         spec, notes = _gpt_neox(r, name, seq_len)
     elif model_type == "bloom":
         spec, notes = _bloom(r, name, seq_len)
+    elif model_type in ("deepseek_v3", "kimi_k2"):
+        spec, notes = _deepseek(r, str(model_type), name, seq_len)
     else:
         spec, notes = _llama_family(r, str(model_type), name, seq_len)
     if config.get("quantization_config") is not None:
