@@ -3,7 +3,8 @@
 Each shape cites its source: the paper table, the training script or the Hugging Face
 ``config.json`` of the checkpoint. ``vocab`` is the embedding-row count as trained (padded),
 not the tokenizer size. ``MODEL_PRESET_PARAMS`` holds the count each source publishes, so a
-test can hold :attr:`ModelSpec.params` to it.
+test can hold :attr:`ModelSpec.params` to it, and ``MODEL_PRESET_ACTIVE_PARAMS`` the parameters per
+token of the mixtures of experts (:attr:`ModelSpec.active_params`).
 """
 
 from __future__ import annotations
