@@ -31,6 +31,7 @@ function fields(c) {
   return [
     ['Framework', c.framework],
     ['DP', cfg.dp], ['TP', cfg.tp], ['PP', cfg.pp], ['VP', cfg.vp], ['CP', cfg.cp],
+    ['EP', cfg.ep ?? 1], ['ETP', cfg.etp ?? 1],
     ['Sequence parallel', cfg.sp ? 'on' : 'off'],
     ['TP comm overlap', cfg.tp_comm_overlap ? 'on' : 'off'],
     ['Micro-batch', cfg.micro_batch],

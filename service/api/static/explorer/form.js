@@ -10,6 +10,16 @@ const SHAPE_FIELDS = {
   kv_heads: 'shape-kv-heads', ffn: 'shape-ffn', vocab: 'shape-vocab', seq_len: 'shape-seq-len',
   activation: 'shape-activation', norm: 'shape-norm', position_embedding: 'shape-position',
   attention: 'shape-attention', tied_embeddings: 'shape-tied', bias: 'shape-bias', dropout: 'shape-dropout',
+  mtp_layers: 'shape-mtp',
+};
+// model.shape.moe (capacity_factor comes from the token-dropping choice) and model.shape.mla.
+const MOE_FIELDS = {
+  experts: 'moe-experts', topk: 'moe-topk', expert_ffn: 'moe-expert-ffn', first_dense_layers: 'moe-dense-layers',
+  shared_experts: 'moe-shared', shared_expert_ffn: 'moe-shared-ffn', router_load: 'moe-router',
+};
+const MLA_FIELDS = {
+  q_lora_rank: 'mla-q-rank', kv_lora_rank: 'mla-kv-rank', qk_head_dim: 'mla-qk-dim',
+  qk_rope_head_dim: 'mla-rope-dim', v_head_dim: 'mla-v-dim',
 };
 
 export class SearchForm {
@@ -28,6 +38,9 @@ export class SearchForm {
     $('cluster-preset').addEventListener('change', () => this.describeCluster());
     $('cluster-nodes').addEventListener('input', () => this.describeCluster());
     $('objective').addEventListener('change', () => this.showPrice());
+    for (const id of ['moe-on', 'mla-on', 'moe-dropping']) {
+      $(id).addEventListener('change', () => this.showSections());
+    }
     form.addEventListener('input', (event) => this.clearError(event.target));
     form.addEventListener('change', (event) => this.clearError(event.target));
   }
@@ -35,7 +48,7 @@ export class SearchForm {
   setPresets(models, clusters) {
     this.models = models;
     this.clusters = clusters;
-    fill($('model-preset'), models.map((m) => [m.name, `${m.name} (${params(m.params)})`]));
+    fill($('model-preset'), models.map((m) => [m.name, `${m.name} (${paramsText(m)})`]));
     fill($('cluster-preset'), clusters.map((c) => [c.name, c.name]));
     if (models.some((m) => m.name === 'llama3-70b')) $('model-preset').value = 'llama3-70b';
     if (clusters.some((c) => c.name === 'dgx-h100')) $('cluster-preset').value = 'dgx-h100';
@@ -74,9 +87,11 @@ export class SearchForm {
     if (!m) return;
     const s = m.shape;
     const kv = s.kv_heads && s.kv_heads !== s.heads ? ` (${s.kv_heads} KV)` : '';
+    const moe = s.moe ? ` · ${s.moe.experts} experts, ${s.moe.topk} per token` : '';
+    const mla = s.mla ? ' · latent attention' : '';
     $('model-preset-hint').textContent =
-      `${params(m.params)} params · ${s.layers} layers · hidden ${count(s.hidden)} · ${s.heads} heads${kv} · `
-      + `seq ${count(s.seq_len)}${m.source ? ` — ${m.source}` : ''}`;
+      `${paramsText(m, ' params')} · ${s.layers} layers · hidden ${count(s.hidden)} · ${s.heads} heads${kv}${mla}`
+      + `${moe} · seq ${count(s.seq_len)}${m.source ? ` — ${m.source}` : ''}`;
     if (this.modelSource() === 'preset') this.fillShape(s);
   }
 
@@ -98,12 +113,31 @@ export class SearchForm {
 
   fillShape(shape) {
     if (!shape) return;
-    for (const [key, id] of Object.entries(SHAPE_FIELDS)) {
-      const el = $(id);
-      const value = shape[key];
-      if (el.type === 'checkbox') el.checked = Boolean(value);
-      else el.value = value ?? '';
+    setInputs(SHAPE_FIELDS, shape);
+    // Only a head width the shape does not imply (hidden / heads; with MLA its two parts): a stale one
+    // would outlive a change of hidden or heads.
+    const implied = shape.mla || !shape.head_dim || shape.head_dim * shape.heads === shape.hidden;
+    $('shape-head-dim').value = implied ? '' : shape.head_dim;
+    $('moe-on').checked = Boolean(shape.moe);
+    if (shape.moe) {
+      setInputs(MOE_FIELDS, shape.moe);
+      const drops = shape.moe.capacity_factor !== null && shape.moe.capacity_factor !== undefined;
+      $('moe-dropping').value = drops ? 'capacity' : 'dropless';
+      if (drops) $('moe-capacity').value = shape.moe.capacity_factor;
     }
+    $('mla-on').checked = Boolean(shape.mla);
+    if (shape.mla) setInputs(MLA_FIELDS, shape.mla);
+    this.showSections();
+  }
+
+  /** The MoE and MLA fields show when their box is ticked (their section opens then). */
+  showSections() {
+    for (const part of ['moe', 'mla']) {
+      const on = $(`${part}-on`).checked;
+      $(`${part}-fields`).hidden = !on;
+      if (on) $(`${part}-section`).open = true;
+    }
+    $('moe-capacity-group').hidden = $('moe-dropping').value !== 'capacity';
   }
 
   /** The POST /v1/searches body the form describes. */
@@ -128,15 +162,17 @@ export class SearchForm {
   }
 
   shape() {
-    const shape = {};
-    for (const [key, id] of Object.entries(SHAPE_FIELDS)) {
-      const el = $(id);
-      if (el.type === 'checkbox') shape[key] = el.checked;
-      else if (el.type === 'number') {
-        if (el.value !== '') shape[key] = int(el.value);
-      } else shape[key] = el.value;
-    }
+    const shape = readInputs(SHAPE_FIELDS);
     if (!shape.name) shape.name = 'custom';
+    if ($('shape-head-dim').value !== '') shape.head_dim = int($('shape-head-dim').value);
+    if ($('moe-on').checked) {
+      shape.moe = readInputs(MOE_FIELDS);
+      shape.moe.capacity_factor = $('moe-dropping').value === 'capacity' ? num($('moe-capacity').value) : null;
+    }
+    if ($('mla-on').checked) {
+      shape.mla = readInputs(MLA_FIELDS);
+      shape.mla.q_lora_rank ??= null; // empty: queries projected directly
+    }
     return shape;
   }
 
@@ -247,6 +283,34 @@ export class SearchForm {
     }
     return null;
   }
+}
+
+/** "46.7B", or "671.0B, 37.6B active" for a mixture of experts (`unit` after the total). */
+function paramsText(m, unit = '') {
+  const active = m.active_params ?? m.params;
+  return `${params(m.params)}${unit}${active < m.params ? `, ${params(active)} active` : ''}`;
+}
+
+function setInputs(ids, values) {
+  for (const [key, id] of Object.entries(ids)) {
+    const el = $(id);
+    const value = values[key];
+    if (el.type === 'checkbox') el.checked = Boolean(value);
+    else el.value = value ?? '';
+  }
+}
+
+/** The inputs' values by key; an empty number input is left out (the API's default applies). */
+function readInputs(ids) {
+  const out = {};
+  for (const [key, id] of Object.entries(ids)) {
+    const el = $(id);
+    if (el.type === 'checkbox') out[key] = el.checked;
+    else if (el.type === 'number') {
+      if (el.value !== '') out[key] = int(el.value);
+    } else out[key] = el.value;
+  }
+  return out;
 }
 
 function fill(select, options) {

@@ -53,6 +53,7 @@ const TIME_LABELS = {
   recompute: 'Recompute',
   tp_comm: 'TP comm',
   cp_comm: 'CP comm',
+  ep_comm: 'EP all-to-all',
   zero3_comm: 'ZeRO-3 gather/scatter',
   offload_transfer: 'Offload transfer',
   pipeline_bubble: 'Pipeline bubble',
@@ -89,7 +90,7 @@ export function memoryLabel(key) {
 // distinct. Keys the API adds later take the fallback colours in order.
 const TIME_COLORS = {
   compute: '#2f6fde', host_overhead: '#94a3b8', recompute: '#7fb0f5', tp_comm: '#f08c2e',
-  cp_comm: '#f5c04a', zero3_comm: '#9a6bd6', offload_transfer: '#a9744f', pipeline_bubble: '#d9534f',
+  cp_comm: '#f5c04a', ep_comm: '#c2410c', zero3_comm: '#9a6bd6', offload_transfer: '#a9744f', pipeline_bubble: '#d9534f',
   pp_p2p: '#e98bb8', dp_comm: '#2fa37a', optimizer: '#1fb5c4', offload_step: '#8c9a3c',
 };
 const MEMORY_COLORS = {
@@ -112,13 +113,15 @@ export function memoryColor(key, keys = []) {
   return colorFrom(MEMORY_COLORS, key, keys);
 }
 
-/** A configuration in one line: "megatron tp2 pp4 vp2 cp1 dp8 sp mb2 ZeRO-1 selective". */
+/** A configuration in one line: "megatron dp8 tp2 pp4 vp2 cp2 ep8 sp mb2 ZeRO-1 selective recompute". */
 export function layout(c) {
   const cfg = c.config;
   const parts = [c.framework, `dp${cfg.dp}`, `tp${cfg.tp}`, `pp${cfg.pp}`];
   if (cfg.vp > 1) parts.push(`vp${cfg.vp}`);
   if (cfg.stage_layers) parts.push(`layers ${cfg.stage_layers.join('/')}`);
   if (cfg.cp > 1) parts.push(`cp${cfg.cp}`);
+  if (cfg.ep > 1) parts.push(`ep${cfg.ep}`);
+  if (cfg.etp > 1) parts.push(`etp${cfg.etp}`);
   if (cfg.sp) parts.push('sp');
   if (cfg.tp_comm_overlap) parts.push('tp-overlap');
   parts.push(`mb${cfg.micro_batch}`);

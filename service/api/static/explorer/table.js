@@ -15,6 +15,10 @@ export const COLUMNS = [
   { key: 'pp', label: 'PP', title: 'Pipeline-parallel degree', value: cfg('pp'), num: true },
   { key: 'vp', label: 'VP', title: 'Virtual pipeline stages per GPU', value: cfg('vp'), num: true },
   { key: 'cp', label: 'CP', title: 'Context-parallel degree', value: cfg('cp'), num: true },
+  { key: 'ep', label: 'EP', name: 'Expert parallel', title: 'Expert-parallel degree (MoE; folded into DP × CP × TP)',
+    value: (c) => c.config.ep ?? 1, num: true },
+  { key: 'etp', label: 'ETP', name: 'Expert tensor parallel', title: 'Expert tensor-parallel degree (MoE)',
+    value: (c) => c.config.etp ?? 1, num: true },
   { key: 'sp', label: 'SP', title: 'Sequence parallelism (+ovl: Megatron TP communication overlap)',
     value: (c) => (c.config.sp ? 1 : 0) + (c.config.tp_comm_overlap ? 1 : 0),
     text: (c) => (c.config.sp ? (c.config.tp_comm_overlap ? 'on+ovl' : 'on') : '–') },
@@ -56,7 +60,8 @@ export class RankedTable {
 
   setConfigs(configs, objective) {
     this.configs = configs;
-    this.columns = objective === 'cost' ? [...COLUMNS.slice(0, 13), COST, ...COLUMNS.slice(13)] : COLUMNS;
+    const at = COLUMNS.findIndex((c) => c.key === 'tokens_per_s');
+    this.columns = objective === 'cost' ? [...COLUMNS.slice(0, at), COST, ...COLUMNS.slice(at)] : COLUMNS;
     this.sort = { key: 'rank', dir: 'ascending' };
     this.renderHead();
     this.renderBody();
