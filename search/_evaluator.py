@@ -30,6 +30,7 @@ def describe(framework: str, c: ParallelConfig) -> str:
     return (f"{framework} dp={c.dp} tp={c.tp} pp={c.pp}" + (f" vp={c.vp}" if c.vp > 1 else "")
             + (f" layers={'/'.join(map(str, c.stage_layers))}" if c.stage_layers is not None else "")
             + (f" cp={c.cp}" if c.cp > 1 else "") + (" sp" if c.sp else "")
+            + (f" ep={c.ep}" if c.ep > 1 else "") + (f" etp={c.etp}" if c.etp > 1 else "")
             + (" tp-overlap" if c.tp_comm_overlap else "")
             + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={c.recompute}")
 
@@ -106,7 +107,7 @@ class Evaluator:
         for order, cand in enumerate(candidates, start=1):
             c = cand.config
             key = (cand.framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, c.offload_optimizer,
-                   c.offload_param, c.recompute, c.tp_comm_overlap, c.stage_layers)
+                   c.offload_param, c.recompute, c.tp_comm_overlap, c.stage_layers, c.ep, c.etp)
             if c.micro_batch >= failed_from.get(key, c.micro_batch + 1):
                 continue
             plan = self.memory(cand)
@@ -126,10 +127,13 @@ class Evaluator:
         the layer shape and the layout, cached here by them."""
         c = cand.config
         key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute, c.tp_comm_overlap,
-               cand.framework == "megatron-deepspeed", c.stage_layers)
+               cand.framework == "megatron-deepspeed", c.stage_layers, c.ep, c.etp)
         terms = self._bound_cache.get(key)
         if terms is None:
-            one = replace(c, dp=1, zero_stage=0, offload_optimizer="none", offload_param="none", vp=1)
+            # dp, ZeRO, offloads and vp do not enter the per-micro-batch terms (the expert degrees do).
+            one = ParallelConfig.trusted(1, c.tp, c.pp, 1, c.cp, c.sp, c.micro_batch, 0, "none", "none", c.recompute,
+                                         tp_comm_overlap=c.tp_comm_overlap, stage_layers=c.stage_layers, ep=c.ep,
+                                         etp=c.etp)
             training = replace(self.trainings[cand.framework], global_batch=c.micro_batch)
             terms = stage_bound_terms(self.model, self.cluster, one, training, self.cal)
             self._bound_cache[key] = terms
@@ -220,12 +224,12 @@ def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int, int]:
 
     (untested on its runtime; offloads to CPU or NVMe: their predictions rest on host-side
     figures a measured profile should replace and on few published runs; parallel dimensions in
-    use beyond data parallelism: tp, pp, vp, cp; other departures from the runtime's defaults:
+    use beyond data parallelism: tp, pp, vp, cp, ep, etp; other departures from the runtime's defaults:
     ZeRO-2/3, recomputation, TP overlap). Lower is simpler; among configurations the model
     cannot tell apart, the simpler ranks first."""
     untested = int(support_status(framework, c) == "untested")
     offloads = (c.offload_optimizer != "none") + (c.offload_param != "none")
-    dims = sum((c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1))
+    dims = sum((c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1, c.ep > 1, c.etp > 1))
     departures = sum((c.zero_stage >= 2, c.recompute != "none", c.tp_comm_overlap))
     return untested, offloads, dims, departures
 
@@ -237,7 +241,7 @@ def _simpler_because(a: tuple[str, ParallelConfig], b: tuple[str, ParallelConfig
     if ca[1] < cb[1]:
         return f"{ca[1]} offload(s) to CPU/NVMe instead of {cb[1]} (less proven: host-side figures)"
     if ca[2] < cb[2]:
-        return f"{ca[2]} parallel dimension(s) beyond data parallelism (tp, pp, vp, cp) instead of {cb[2]}"
+        return f"{ca[2]} parallel dimension(s) beyond data parallelism (tp, pp, vp, cp, ep, etp) instead of {cb[2]}"
     return (f"{ca[3]} departure(s) from the runtime's defaults (ZeRO-2/3, recomputation, TP overlap) "
             f"instead of {cb[3]}")
 

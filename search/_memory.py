@@ -84,7 +84,10 @@ def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params
     optimizer = 12.0 * p / d if stage >= 1 else 12.0 * p
     if offload_optimizer != "none":
         optimizer = 0.0
-        grads = 0.0
+        # ZeRO-Offload streams the gradients to the host; Megatron's --optimizer-cpu-offload keeps the
+        # fp32 main-gradient buffer on the GPU and copies it out for the CPU step
+        # (megatron/core/optimizer/cpu_offloading/README.md: the optimizer states move).
+        grads = grads if framework == "megatron" else 0.0
     if offload_param != "none":
         weights = 0.0
     gathered = 4.0 * largest_layer_params if stage == 3 and framework != "megatron" else 0.0

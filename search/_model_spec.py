@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from search._checks import one_of, positive_int, positive_number
@@ -64,7 +64,7 @@ class ModelSpec:
     norms of head_dim weights per layer."""
     norm_eps: float = 1e-5
     """Epsilon of every LayerNorm/RMSNorm (HF ``rms_norm_eps`` / ``layer_norm_eps``; 1e-5 is
-    Megatron's and torchtitan's default and the value of every preset). No effect on the cost."""
+    Megatron's and torchtitan's default; DeepSeek-V3, Qwen3 and Kimi K2 use 1e-6). No effect on the cost."""
     rope_theta: float = 10000.0
     """RoPE base theta (Su et al. 2021 use 10000; Llama 3: 500000). Used only with
     ``position_embedding="rope"``; no effect on the cost."""
@@ -96,6 +96,12 @@ class ModelSpec:
     # Derived once in __post_init__ (the cost model reads them on every prediction).
     _kv_dim: int = field(init=False, repr=False, compare=False, default=0)
     _params_per_layer: int = field(init=False, repr=False, compare=False, default=0)
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __hash__(self) -> int:
+        """The hash of the compared fields, computed once: specs key the cost model's caches, which
+        a search consults some 10^6 times (a frozen dataclass re-hashes every field on each call)."""
+        return self._hash or hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
 
     def __post_init__(self) -> None:
         owner = "ModelSpec"
@@ -142,6 +148,11 @@ class ModelSpec:
             if self.head_dim is not None and self.head_dim != self.mla.qk_dim:
                 raise SpecError(f"{owner}.head_dim", f"{self.head_dim} is not mla.qk_head_dim + mla.qk_rope_head_dim "
                                 f"= {self.mla.qk_dim}", "leave head_dim null with mla, or give that sum")
+            for flag in ("bias", "qkv_bias", "qk_norm"):
+                if getattr(self, flag):
+                    raise SpecError(f"{owner}.{flag}", "is not modelled with multi-head latent attention (its "
+                                    "projections have no biases and normalise the latents, not Q/K heads)",
+                                    f"set {flag}=false with mla")
             object.__setattr__(self, "head_dim", self.mla.qk_dim)
         if self.head_dim is not None:
             positive_int(owner, "head_dim", self.head_dim)
@@ -164,6 +175,7 @@ class ModelSpec:
             self, "_params_per_layer",
             self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.norm_params,
         )
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare)))
 
     @property
     def dim_per_head(self) -> int:

@@ -57,7 +57,7 @@ class MoESpec:
     shared_expert_ffn: int = 0
     """Inner size of all shared experts together (Megatron ``--moe-shared-expert-intermediate-size``)."""
     first_dense_layers: int = 0
-    """The first layers keep a dense MLP of ``ModelSpec.ffn`` (DeepSeek-V3 and Kimi K2: 3;
+    """The first layers keep a dense MLP of ``ModelSpec.ffn`` (DeepSeek-V3: 3, Kimi K2: 1;
     ``first_k_dense_replace``); every later layer is an MoE layer."""
     capacity_factor: float | None = None
     """Tokens an expert takes, relative to an even share; the rest are dropped. None: dropless

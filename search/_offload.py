@@ -20,6 +20,8 @@ OPTIMIZER_SWAP_BYTES_PER_PARAM = 16.0
 """fp32 master weight, momentum, variance and gradient partition swapped per parameter."""
 PARAM_BYTES = 2.0
 """16-bit parameters fetched by ZeRO-Infinity."""
+MEGATRON_GRAD_BYTES = 4.0
+"""Megatron reduces and keeps fp32 main gradients; its CPU optimizer copies them out at the step."""
 PARAM_FETCHES_PER_MICRO_BATCH = 2.0
 """ZeRO-Infinity fetches each parameter for the forward and for the backward pass."""
 
@@ -33,17 +35,27 @@ class OffloadTerms:
 
 
 def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, layers_per_stage: int,
-                  stage_params: tuple[float, ...]) -> OffloadTerms:
+                  stage_params: tuple[float, ...], framework: str = "deepspeed",
+                  shard_params: float | None = None) -> OffloadTerms:
     """PCIe, CPU-Adam and NVMe times of the offload policy in ``config`` for the largest stage
-    (``stage_params``: per pipeline rank; ``layers_per_stage``: the most layers on a rank)."""
+    (``stage_params``: per pipeline rank; ``layers_per_stage``: the most layers on a rank;
+    ``shard_params``: the GPU's optimizer shard when it is not the largest stage over dp x cp, as
+    with experts sharded over the expert data-parallel group)."""
     if config.offload_optimizer == "none" and config.offload_param == "none":
         return OffloadTerms(0.0, 0.0)
     node = cluster.node
-    shard_params = max(stage_params) / (config.dp * config.cp)
+    if shard_params is None:
+        shard_params = max(stage_params) / (config.dp * config.cp)
     node_params = shard_params * node.gpus_per_node
     per_micro_batch_s = 0.0
     step_s = 0.0
-    if config.offload_optimizer != "none":
+    if config.offload_optimizer != "none" and framework == "megatron":
+        # --optimizer-cpu-offload: at the step the fp32 main gradients of the shard go down, the CPU
+        # Adam runs, the updated parameters come back (megatron/core/optimizer/cpu_offloading).
+        step_s += MEGATRON_GRAD_BYTES * shard_params / node.pcie_bytes_per_s
+        step_s += node_params / node.cpu_adam_params_per_s
+        step_s += PARAM_BYTES * shard_params / node.pcie_bytes_per_s
+    elif config.offload_optimizer != "none":
         # 16-bit gradients of the shard_params go down during each backward; parameters come back once.
         per_micro_batch_s += 2.0 * shard_params / node.pcie_bytes_per_s
         step_s += node_params / node.cpu_adam_params_per_s

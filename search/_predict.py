@@ -281,7 +281,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     comm = step_comm_s(cluster, c, training, cal, stage_params, model.params_per_layer / c.tp, expert_params)
     # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute.
     mb_with_traffic_s = overlapped_s(slowest_mb_s, comm.per_micro_batch_s, cal.zero3_overlap)
-    off = offload_terms(model, cluster, c, max(counts), stage_params)
+    off = offload_terms(model, cluster, c, max(counts), stage_params, training.framework,
+                        comm.params_per_gpu_shard if c.zero_stage >= 1 else None)
     mb_total_s = overlapped_s(mb_with_traffic_s, off.per_micro_batch_s, cal.zero3_overlap)
 
     p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)

@@ -49,12 +49,8 @@ def _moe_counts(first_dense: int, counts: tuple[int, ...], vp: int) -> tuple[int
 def stage_params_per_rank(model: ModelSpec, config: ParallelConfig) -> tuple[float, ...]:
     """Parameters on one GPU of each pipeline rank (after the TP split, and for the routed experts
     the ep x etp split); see :func:`_params_per_rank` and :func:`stage_expert_params_per_rank`."""
-    dense = _params_per_rank(model, config.tp, config.pp, stage_layer_counts(model, config),
-                             stage_moe_layer_counts(model, config))
-    if model.moe is None:
-        return dense
-    experts = stage_expert_params_per_rank(model, config)
-    return tuple(d + e for d, e in zip(dense, experts, strict=True))
+    c = config
+    return _stage_params(model, c.tp, c.pp, c.vp, c.ep, c.etp, c.stage_layers)[0]
 
 
 def stage_expert_params_per_rank(model: ModelSpec, config: ParallelConfig) -> tuple[float, ...]:
@@ -62,10 +58,24 @@ def stage_expert_params_per_rank(model: ModelSpec, config: ParallelConfig) -> tu
     each split over etp (Megatron ``theoretical_memory_usage.py``: experts / (ETP x EP)); the MTP
     modules' experts on the last rank. Expert gradients reduce, and their optimizer states shard,
     over the expert data-parallel group (``config.edp``) instead of dp x cp."""
-    per_layer = model.expert_params_per_layer / (config.ep * config.etp)
-    out = [n * per_layer for n in stage_moe_layer_counts(model, config)]
-    out[-1] += model.mtp_layers * per_layer
-    return tuple(out)
+    c = config
+    return _stage_params(model, c.tp, c.pp, c.vp, c.ep, c.etp, c.stage_layers)[1]
+
+
+@lru_cache(maxsize=65536)
+def _stage_params(model: ModelSpec, tp: int, pp: int, vp: int, ep: int, etp: int,
+                  stage_layers: tuple[int, ...] | None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(all parameters, routed-expert parameters) on one GPU of each pipeline rank (a search asks
+    for the same layouts hundreds of thousands of times)."""
+    counts = stage_layers if stage_layers is not None else (model.layers // pp,) * pp
+    moe_counts = _moe_counts(model.moe.first_dense_layers, counts, vp) if model.moe is not None else (0,) * pp
+    dense = _params_per_rank(model, tp, pp, counts, moe_counts)
+    if model.moe is None:
+        return dense, (0.0,) * pp
+    per_layer = model.expert_params_per_layer / (ep * etp)
+    experts = [n * per_layer for n in moe_counts]
+    experts[-1] += model.mtp_layers * per_layer
+    return tuple(d + e for d, e in zip(dense, experts, strict=True)), tuple(experts)
 
 
 @lru_cache(maxsize=16384)
