@@ -55,11 +55,17 @@ def test_models_from_a_config_json(client: TestClient, settings: Settings, auth:
     args = client.get(launch, params={"target": "megatron"}).json()["files"]["megatron_args.txt"].splitlines()
     assert "--use-rope-scaling" in args and args[args.index("--rope-scaling-factor") + 1] == "8.0"
     assert args[args.index("--seq-length") + 1] == "8192"
-    r = client.post("/v1/searches", headers=auth, json={"model": {"hf_config": MIXTRAL}, "cluster": {
-        "preset": "dgx-h100"}, "training": {"global_batch": 64}})
+    r = client.post("/v1/searches", headers=auth, json={"model": {"hf_config": {**MIXTRAL, "sliding_window": 1024},
+                                                                  "seq_len": 4096},
+                                                        "cluster": {"preset": "dgx-h100"},
+                                                        "training": {"global_batch": 64}})
     assert r.status_code == 422
     detail = r.json()["detail"][0]
-    assert detail["field"] == "model.hf_config.num_local_experts" and "mixture" in detail["msg"]
+    assert detail["field"] == "model.hf_config.sliding_window" and "window" in detail["msg"]
+    moe = client.post("/v1/searches", headers=auth, json={"model": {"hf_config": MIXTRAL, "seq_len": 4096},
+                                                          "cluster": {"preset": "dgx-h100"},
+                                                          "training": {"global_batch": 64}})
+    assert moe.status_code == 202, moe.text  # a mixture of experts is read, not refused
     both = client.post("/v1/searches", headers=auth, json={"model": {"preset": "llama3-8b", "hf_config": LLAMA31},
                                                            "cluster": {"preset": "dgx-h100"},
                                                            "training": {"global_batch": 64}})
