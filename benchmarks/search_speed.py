@@ -90,6 +90,12 @@ def cases() -> list[Case]:
              "(bigscience tr11-176B-ml); pp does not divide 70, so every pipelined answer is uneven; ALiBi and "
              "BLOOM's split need the BigScience fork, so untested combinations are allowed",
              framework="megatron-deepspeed", allow_untested=True),
+        Case("deepseek-v3-1024xh100", model_preset("deepseek-v3"), cluster_preset("dgx-h100", 128), 8192, "fp8",
+             "DeepSeek-V3 (671B, 256 experts top-8, MLA, MTP) on 128 DGX H100 nodes, batch 8192 x 4096 "
+             "(issue 14; Megatron's parallelism guide lists V3 at TP2 PP16 EP64 on 1024 GPUs)", framework="megatron"),
+        Case("qwen3-235b-256xh100", model_preset("qwen3-235b-a22b"), cluster_preset("dgx-h100", 32), 2048, "fp8",
+             "Qwen3-235B-A22B on 32 DGX H100 nodes, batch 2048 x 4096 (the Megatron-Bridge 25.09 H100 row: "
+             "256 GPUs, tp2 pp8 vp4 ep32)", framework="megatron"),
     ]
 
 
