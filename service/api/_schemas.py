@@ -103,9 +103,9 @@ class ModelShape(_In):
 
 class ModelIn(_In):
     """A model preset (GET /v1/presets/models), a custom shape, or a Hugging Face ``config.json``
-    (``hf_config``: its JSON object, of a dense llama, mistral, qwen2, qwen3, gpt2, gpt_neox or bloom
-    model): exactly one; ``seq_len`` replaces its sequence length (a config.json's default is its
-    max_position_embeddings)."""
+    (``hf_config``: its JSON object, of a llama, mistral, qwen2, qwen3, gpt2, gpt_neox or bloom model, or
+    of the mixtures of experts mixtral, qwen3_moe, deepseek_v3 or kimi_k2): exactly one; ``seq_len``
+    replaces its sequence length (a config.json's default is its max_position_embeddings)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True,
                               json_schema_extra={"examples": [{"preset": "llama3-70b"}]})
