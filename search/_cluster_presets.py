@@ -1,7 +1,8 @@
 """GPU, node and cluster presets.
 
-Datasheet facts come from ``benchmarks/data/hardware.json`` (its ``source`` fields cite
-NVIDIA datasheets and DGX documentation). Achieved figures are marked as such with their
+Datasheet facts come from ``benchmarks/data/hardware.json`` and, for Blackwell and the H100
+HBM2e 96GB, ``benchmarks/data/hardware_2024_2026.json`` (their ``source`` fields cite NVIDIA
+datasheets, DGX documentation and the pages they were read from). Achieved figures are marked as such with their
 source; the ones marked *unverified* are estimates a measured hardware profile should replace
 (``autopar profile``).
 """
@@ -35,6 +36,49 @@ GPUS: dict[str, GPUSpec] = {
                               1979e12, 0.803, 0.34),
 }
 
+# Blackwell and the H100 HBM2e 96GB, from hardware_2024_2026.json (dense peaks; memory as its
+# memory_bytes, vendor GB read as GiB):
+# b200-sxm-180gb: glennklockwood.com/garden/processors/B200, HGX B200 at 1,000 W, dense column: BF16
+#   2250, FP8 4500, FP4 9000, TF32 1100, FP32 80 TFLOP/s; 8 TB/s; 180 GB usable per GPU (DGX B200:
+#   1,440 GB over 8 GPUs, brent-newsom-nvidia.github.io AIPS-Boom wiki NVIDIA-DGX-B200).
+# gb200-nvl72 (the B200 of a GB200 NVL72 rack, 1,200 W): glennklockwood.com B200 page, GB200 dense
+#   column: BF16 2500, FP8 5000, FP4 10000, TF32 1250, FP32 90; 13.4 TB / 72 = 186 GB and
+#   576 TB/s / 72 = 8 TB/s (aiwiki.ai/wiki/nvidia_gb200_nvl72). verda.com lists lower GB200 peaks;
+#   the file keeps these, which match the rack's 720 PF sparse FP8.
+# b300-sxm-270gb: glennklockwood.com/garden/processors/B300, HGX B300 dense column: BF16 2250,
+#   FP8 4500, FP4 13125, TF32 1125, FP32 75; 8 TB/s; 270 GB usable (verda.com gb300-nvl72-architecture).
+# gb300-nvl72 (the B300 of a GB300 NVL72 rack, 1.4 kW): verda.com gb300-nvl72-architecture,
+#   "Per-GPU specifications" without sparsity: FP4 15 PF, FP8 5, BF16 2.5, TF32 1.25, FP32 0.080;
+#   279 GB, 8 TB/s.
+# h100-sxm-hbm2e-96gb (500 W, Meta Grand Teton; torchtitan benchmarks/llama3_h100_202412_torchtitan.md):
+#   96 GB HBM2e at 2.4 TB/s. Its peaks are H100 SXM5's as an UPPER BOUND (torchtitan docs/performance.md:
+#   the true peak lies between H100 SXM and NVL and is unknown); the file has no FP32 figure, so FP32
+#   is H100 SXM5's 66.9 (upper bound, unverified).
+# matmul_efficiency: MAMF over dense BF16 peak, stas00/ml-engineering compute/accelerator/README.md
+#   "Maximum Achievable Matmul FLOPS comparison table": B200 SXM 1745.0/2250 = 0.776, B300 SXM
+#   1769.0/2250 = 0.786, GB200 1822.0/2500 = 0.729. GB300 has no row: GB200's 0.729 (the same 1.2-1.4 kW
+#   superchip part; unverified). H100 HBM2e 96GB: H100 SXM's 0.803 (unverified: a 500 W part may
+#   throttle below it).
+# attention_efficiency: FlashAttention-2 has no published Blackwell figure; H100's 0.34 is kept
+#   (unverified). The architecture-native kernels reach about the same fraction on both generations
+#   (FlashAttention-3 on H100: 740/989 = 0.75 forward, Shah et al. 2024, arXiv:2407.08608;
+#   FlashAttention-4 on B200: 1613/2250 = 0.71 forward, Zadouri et al. 2026, Dao-AILab/flash-attention
+#   assets/fa4_paper.pdf), so the fraction the calibration's attention constant was fitted against
+#   carries over; FA4 forward + backward is ~0.62 (Dao-AILab/flash-attention PR #2280, hdim 128,
+#   seq 8192: 1534.8 TFLOP/s forward in 1.433 ms, 1359.8 backward in 4.043 ms).
+GPUS.update({
+    "b200-sxm-180gb": GPUSpec("b200-sxm-180gb", 180 * GiB, 8000e9, 2250e12, 2250e12, 1100e12, 80e12, 4500e12,
+                              1745.0 / 2250, 0.34, fp4_flop_per_s=9000e12),
+    "gb200-nvl72": GPUSpec("gb200-nvl72", 186 * GiB, 8000e9, 2500e12, 2500e12, 1250e12, 90e12, 5000e12,
+                           1822.0 / 2500, 0.34, fp4_flop_per_s=10000e12),
+    "b300-sxm-270gb": GPUSpec("b300-sxm-270gb", 270 * GiB, 8000e9, 2250e12, 2250e12, 1125e12, 75e12, 4500e12,
+                              1769.0 / 2250, 0.34, fp4_flop_per_s=13125e12),
+    "gb300-nvl72": GPUSpec("gb300-nvl72", 279 * GiB, 8000e9, 2500e12, 2500e12, 1250e12, 80e12, 5000e12,
+                           1822.0 / 2500, 0.34, fp4_flop_per_s=15000e12),
+    "h100-sxm-hbm2e-96gb": GPUSpec("h100-sxm-hbm2e-96gb", 96 * GiB, 2400e9, 989.4e12, 989.4e12, 494.7e12, 66.9e12,
+                                   1978.9e12, 0.803, 0.34),
+})
+
 # Node links are achievable NCCL bus bandwidths (nccl-tests busbw), not line rates:
 # intra_node: DGX A100 232 GB/s all-reduce on 8 GPUs (nccl-tests #175; NCCL tuning.cc caps A100
 #   at 235) = 0.78 of the 300 GB/s NVLink3 per direction; DGX H100/H200 ~480 GB/s with NVLink
@@ -59,12 +103,58 @@ NODES: dict[str, NodeSpec] = {
     "dgx-h200": NodeSpec("dgx-h200", 8, 480e9, 376e9, 27.5e9, 2 * TiB, 30.72e12, 20e9, 10e9, 2.8e9),
 }
 
+# Blackwell nodes. An NVL72 "node" is one compute tray (2 Grace + 4 GPUs, hardware_2024_2026.json
+# gpus_per_node 4, as Slurm sees it); its NVLink domain is the rack's 72 GPUs (18 trays).
+# intra_node (achievable NCCL all-reduce busbw in the NVLink domain):
+#   DGX B200 ~830 GB/s on 8 GPUs (NVIDIA/nccl #1807: "all_reduce_perf ... of 8 B200s in a single
+#   machine ... ours is 830+"); GB200 NVL72 835 GB/s on all 72 GPUs of a rack at 4-8 GiB
+#   (coreweave/nccl-tests #43: 834.6-846.8 busbw, "Avg bus bandwidth 745.53" over 0.5-8 GiB).
+#   B300 / GB300 keep the same NVLink5 switch system (1.8 TB/s per GPU, hardware_2024_2026.json):
+#   B200's and GB200's figures (unverified).
+# inter_node: NIC line rate x NIC count x NETWORK_EFFICIENCY, one NIC per GPU: DGX B200 8x ConnectX-7
+#   400 Gb/s (docs.nvidia.com dgxb200-user-guide "Introduction"); GB200 tray 4x ConnectX-7 400G
+#   (docs.nvidia.com dgxgb200-user-guide "Hardware"); GB300 tray and DGX B300 ConnectX-8 800G per GPU
+#   (hardware_2024_2026.json gb300-nvl72: "72x ConnectX-8 800G"; NVIDIA NVL72 enterprise RA: 4 per
+#   tray); Grand Teton 400 Gb/s RDMA per GPU (torchtitan llama3_h100_202412 benchmark).
+# pcie (host<->GPU per GPU, all GPUs at once): DGX B200/B300 have PCIe Gen5 hosts (Xeon 8570):
+#   DGX H100's 27.5 GB/s (unverified). NVL72 trays reach host memory over NVLink-C2C, 900 GB/s
+#   bidirectional per Grace shared by its 2 GPUs: GH200 measured 346 GB/s host-to-device over one
+#   C2C (NVIDIA/nvbandwidth #23), halved: 173 GB/s per GPU (unverified).
+# Host memory: DGX B200 2 TB (user guide; DGX B300 assumed the same, unverified); Grace 480 GB
+#   LPDDR5X per CPU (GB200 NVL72: up to 17 TB over 36 Grace), 2 per tray = 960 GB (unverified:
+#   "up to"; GB300 assumed the same).
+# NVMe: DGX B200 8x 3.84 TB U.2 (user guide), speeds as DGX H100 (unverified; DGX B300 assumed the
+#   same); NVL72 trays 4x E1.S (NVIDIA NVL72 enterprise RA), 3.84 TB each and the 4-drive speeds of
+#   DGX A100 (unverified).
+# CPU Adam, by core count from DGX H100's 2.8e9 for 112 cores (unverified): DGX B200 2x 56 cores
+#   2.8e9, DGX B300 3.2e9 (128 cores, unverified count), NVL72 tray 2x 72 Neoverse V2 3.6e9.
+# Grand Teton (H100 HBM2e 96GB) host figures: DGX H100's (unverified: not in the source), NVLink
+#   as H100 SXM5's NVSwitch board (the file: "fully connected with NVLink").
+_GRACE_TRAY_MEMORY = 2 * 480 * GiB
+NODES.update({
+    "dgx-b200": NodeSpec("dgx-b200", 8, 830e9, NETWORK_EFFICIENCY * 8 * 50e9, 27.5e9, 2 * TiB, 30.72e12, 20e9,
+                         10e9, 2.8e9),
+    "dgx-b300": NodeSpec("dgx-b300", 8, 830e9, NETWORK_EFFICIENCY * 8 * 100e9, 27.5e9, 2 * TiB, 30.72e12, 20e9,
+                         10e9, 3.2e9),
+    "gb200-nvl72": NodeSpec("gb200-nvl72", 4, 835e9, NETWORK_EFFICIENCY * 4 * 50e9, 173e9, _GRACE_TRAY_MEMORY,
+                            15.36e12, 10e9, 5e9, 3.6e9, nvlink_domain_gpus=72),
+    "gb300-nvl72": NodeSpec("gb300-nvl72", 4, 835e9, NETWORK_EFFICIENCY * 4 * 100e9, 173e9, _GRACE_TRAY_MEMORY,
+                            15.36e12, 10e9, 5e9, 3.6e9, nvlink_domain_gpus=72),
+    "grand-teton-h100-hbm2e": NodeSpec("grand-teton-h100-hbm2e", 8, 480e9, NETWORK_EFFICIENCY * 8 * 50e9, 27.5e9,
+                                       2 * TiB, 30.72e12, 20e9, 10e9, 2.8e9),
+})
+
 NODE_GPU: dict[str, str] = {
     "dgx-2": "v100-sxm3-32gb",
     "dgx-a100-40gb": "a100-sxm4-40gb",
     "dgx-a100-80gb": "a100-sxm4-80gb",
     "dgx-h100": "h100-sxm5-80gb",
     "dgx-h200": "h200-sxm-141gb",
+    "dgx-b200": "b200-sxm-180gb",
+    "dgx-b300": "b300-sxm-270gb",
+    "gb200-nvl72": "gb200-nvl72",
+    "gb300-nvl72": "gb300-nvl72",
+    "grand-teton-h100-hbm2e": "h100-sxm-hbm2e-96gb",
 }
 
 CLUSTER_PRESETS: tuple[str, ...] = tuple(NODES)
@@ -87,6 +177,7 @@ def node_preset(name: str) -> NodeSpec:
 
 
 def cluster_preset(name: str, num_nodes: int = 1) -> ClusterSpec:
-    """``num_nodes`` nodes of preset ``name`` (``dgx-a100-80gb``, ``dgx-h100``, ...)."""
+    """``num_nodes`` nodes of preset ``name`` (``dgx-a100-80gb``, ``dgx-h100``, ...); an NVL72 preset's
+    node is one 4-GPU compute tray, so ``cluster_preset("gb200-nvl72", 18)`` is one rack."""
     node = node_preset(name)
     return ClusterSpec(gpu=GPUS[NODE_GPU[name]], node=node, num_nodes=num_nodes, name=name)
