@@ -22,7 +22,7 @@ from search._errors import SpecError
 if TYPE_CHECKING:
     from search._profile import HardwareProfile
 
-Dtype = Literal["fp8", "fp16", "bf16", "tf32", "fp32"]
+Dtype = Literal["fp4", "fp8", "fp16", "bf16", "tf32", "fp32"]
 
 GiB = 2**30
 FLOP_PER_S = (1e9, 1e18)
@@ -33,8 +33,8 @@ PARAMS_PER_S = (1e6, 1e14)
 FRACTION = (0.01, 1.0)
 BOUNDS: dict[str, tuple[float, float]] = {
     "memory_bytes": MEMORY_BYTES, "hbm_bytes_per_s": BYTES_PER_S,
-    **dict.fromkeys(("fp16_flop_per_s", "bf16_flop_per_s", "tf32_flop_per_s", "fp32_flop_per_s", "fp8_flop_per_s"),
-                    FLOP_PER_S),
+    **dict.fromkeys(("fp16_flop_per_s", "bf16_flop_per_s", "tf32_flop_per_s", "fp32_flop_per_s", "fp8_flop_per_s",
+                     "fp4_flop_per_s"), FLOP_PER_S),
     "matmul_efficiency": FRACTION, "attention_efficiency": FRACTION,
     **dict.fromkeys(("intra_node_bytes_per_s", "inter_node_bytes_per_s", "pcie_bytes_per_s", "nvme_read_bytes_per_s",
                      "nvme_write_bytes_per_s"), BYTES_PER_S),
@@ -75,12 +75,14 @@ class GPUSpec:
     gemm_flop_per_s_by_size: tuple[tuple[float, float], ...] = ()
     """Measured 16-bit GEMM throughput as (FLOPs per GEMM, FLOP/s) pairs sorted by size, from a
     hardware profile; empty means the preset roofline (matmul_efficiency x peak, tile-quantised)."""
+    fp4_flop_per_s: float | None = None
+    """Dense FP4 (NVFP4 / MXFP4) tensor-core peak; None where the GPU has none (before Blackwell)."""
 
     def __post_init__(self) -> None:
         owner = f"GPUSpec({self.name})"
         for name in ("memory_bytes", "hbm_bytes_per_s", "fp16_flop_per_s", "fp32_flop_per_s"):
             _in_bounds(owner, name, getattr(self, name))
-        for name in ("bf16_flop_per_s", "tf32_flop_per_s", "fp8_flop_per_s"):
+        for name in ("bf16_flop_per_s", "tf32_flop_per_s", "fp8_flop_per_s", "fp4_flop_per_s"):
             if getattr(self, name) is not None:
                 _in_bounds(owner, name, getattr(self, name))
         try:
@@ -102,6 +104,7 @@ class GPUSpec:
     def peak_flop_per_s(self, dtype: Dtype) -> float:
         """Dense peak for ``dtype``; raises if the GPU lacks that tensor-core type."""
         peaks = {
+            "fp4": self.fp4_flop_per_s,
             "fp8": self.fp8_flop_per_s,
             "fp16": self.fp16_flop_per_s,
             "bf16": self.bf16_flop_per_s,
@@ -139,6 +142,10 @@ class NodeSpec:
     """Aggregate sequential write bandwidth of the node's NVMe."""
     cpu_adam_params_per_s: float
     """Adam parameter updates per second with all host cores (DeepSpeed CPUAdam)."""
+    nvlink_domain_gpus: int = 0
+    """GPUs that reach each other over NVLink, when that is more than one node (a GB200/GB300
+    NVL72 rack: 72 GPUs over 18 compute trays of 4); 0 means the node. A multiple of
+    ``gpus_per_node``; consecutive nodes fill a domain."""
 
     def __post_init__(self) -> None:
         owner = f"NodeSpec({self.name})"
@@ -148,6 +155,17 @@ class NodeSpec:
             "nvme_bytes", "nvme_read_bytes_per_s", "nvme_write_bytes_per_s", "cpu_adam_params_per_s",
         ):
             _in_bounds(owner, name, getattr(self, name))
+        domain = self.nvlink_domain_gpus
+        if isinstance(domain, bool) or not isinstance(domain, int) or domain < 0 or (
+                domain and domain % self.gpus_per_node):
+            raise SpecError(f"{owner}.nvlink_domain_gpus", f"{domain!r} is not 0 or a multiple of gpus_per_node="
+                            f"{self.gpus_per_node}", "give the GPUs of one NVLink domain (72 for an NVL72 rack), "
+                            "or 0 for the node")
+
+    @property
+    def nvlink_domain(self) -> int:
+        """GPUs in one NVLink domain: the node, or the rack of an NVL72 system."""
+        return max(self.gpus_per_node, self.nvlink_domain_gpus)
 
     @property
     def nic_bytes_per_s_per_gpu(self) -> float:

@@ -25,13 +25,14 @@ class Link:
 def group_link(cluster: ClusterSpec, size: int, stride: int, cal: Calibration) -> Link:
     """The link used by a group of ``size`` ranks spaced ``stride`` apart in rank order.
 
-    Ranks fill a node first (Megatron order: tp innermost, then cp, dp, pp). A group inside
-    one node runs on NVLink; a group spanning nodes is limited by the NICs its members per
-    node can use in parallel (one rail per GPU on DGX nodes: ``k`` members per node give
-    ``k`` NICs, as NCCL spreads rings over rails), never above NVLink.
+    Ranks fill a node first (Megatron order: tp innermost, then cp, dp, pp), nodes fill an NVLink
+    domain (one node, or an NVL72 rack). A group inside one NVLink domain runs on NVLink; a group
+    spanning domains is limited by the NICs its members per domain can use in parallel (one rail
+    per GPU: ``k`` members per domain give ``k`` NICs, as NCCL spreads rings over rails), never
+    above NVLink.
     """
     node = cluster.node
-    gpn = node.gpus_per_node
+    gpn = node.nvlink_domain
     nvlink = node.intra_node_bytes_per_s
     if size <= 1 or stride * size <= gpn:
         return Link(nvlink, cal.collective_latency_s, False)
@@ -42,10 +43,10 @@ def group_link(cluster: ClusterSpec, size: int, stride: int, cal: Calibration) -
 
 def p2p_link(cluster: ClusterSpec, size: int, stride: int, cal: Calibration) -> Link:
     """Link of the neighbour-to-neighbour transfers in a ring or chain of ``size`` ranks ``stride``
-    apart (pipeline stages, ring attention): NVLink when the whole chain sits in one node;
-    otherwise the slowest hop, which crosses nodes on one GPU's NIC (one rail per GPU)."""
+    apart (pipeline stages, ring attention): NVLink when the whole chain sits in one NVLink domain;
+    otherwise the slowest hop, which crosses domains on one GPU's NIC (one rail per GPU)."""
     node = cluster.node
-    if stride * size <= node.gpus_per_node:
+    if stride * size <= node.nvlink_domain:
         return Link(node.intra_node_bytes_per_s, cal.collective_latency_s, False)
     return Link(node.nic_bytes_per_s_per_gpu, cal.collective_latency_s, True)
 
@@ -80,13 +81,13 @@ def p2p_time_s(size_bytes: float, bytes_per_s: float, latency_s: float) -> float
 def all_to_all_time_s(size_bytes: float, ranks: int, cluster: ClusterSpec, stride: int, cal: Calibration) -> float:
     """All-to-all in which each of ``ranks`` ranks (``stride`` apart in rank order) sends
     ``size_bytes`` in total, an equal share to every rank including itself (nccl-tests alltoall:
-    busbw = algbw x (n-1)/n). Shares to ranks on the same node cross NVLink; the others leave
-    through the node's NICs, one rail per GPU. The two run concurrently: the slower sets the
-    time, plus one collective latency."""
+    busbw = algbw x (n-1)/n). Shares to ranks in the same NVLink domain (the node, or an NVL72 rack)
+    cross NVLink; the others leave through the NICs, one rail per GPU. The two run concurrently:
+    the slower sets the time, plus one collective latency."""
     if ranks <= 1 or size_bytes <= 0:
         return 0.0
     node = cluster.node
-    gpn = node.gpus_per_node
+    gpn = node.nvlink_domain
     local = ranks if stride * ranks <= gpn else max(1, gpn // stride) if stride < gpn else 1
     intra_s = size_bytes * (local - 1) / ranks / node.intra_node_bytes_per_s
     inter_s = size_bytes * (ranks - local) / ranks / node.nic_bytes_per_s_per_gpu

@@ -192,9 +192,9 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     edp = config.edp
     shard_params = (dense / group + experts / edp) if zero else params
     warnings: list[str] = []
-    if config.tp > cluster.node.gpus_per_node:
+    if config.tp > cluster.node.nvlink_domain:
         warnings.append(f"tp={config.tp} spans nodes: tensor-parallel all-reduces run over the network")
-    if config.ep * config.etp > cluster.node.gpus_per_node:
+    if config.ep * config.etp > cluster.node.nvlink_domain:
         warnings.append(f"ep*etp={config.ep * config.etp} spans nodes: the expert all-to-all runs over the network")
     parts = [_sync_s(cluster, config, training, cal, dense, group, config.tp)]
     if experts:

@@ -68,21 +68,23 @@ def measured_gemm_flop_per_s(flop: float, table: tuple[tuple[float, float], ...]
 
 
 def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_efficiency: float,
-                 hbm_bytes_per_s: float, cal: Calibration, fp8: bool, fp32_flop_per_s: float,
+                 hbm_bytes_per_s: float, cal: Calibration, gemm_speedup: float, fp32_flop_per_s: float,
                  measured_gemm: tuple[tuple[float, float], ...] = ()) -> Kernels:
     """Combine datasheet peaks with the achievable fractions (measured, or fitted globally).
 
     FlashAttention runs at the GPU's best attention fraction times the fitted share of it
-    reached by causal training shapes (:attr:`Calibration.attention_efficiency`).
+    reached by causal training shapes (:attr:`Calibration.attention_efficiency`). ``gemm_speedup``
+    is the precision recipe's speed-up over 16-bit GEMMs (:func:`search._predict.gemm_speedup`).
     """
-    matmul = peak_flop_per_s * matmul_efficiency * (cal.fp8_gemm_speedup if fp8 else 1.0)
+    speedup = gemm_speedup
+    matmul = peak_flop_per_s * matmul_efficiency * speedup
     return Kernels(
         matmul_flop_per_s=matmul,
         cuda_core_flop_per_s=fp32_flop_per_s * matmul_efficiency,
         attention_flop_per_s=peak_flop_per_s * attention_efficiency * cal.attention_efficiency,
         hbm_bytes_per_s=hbm_bytes_per_s * cal.hbm_efficiency,
         gemm_overhead_s=cal.gemm_overhead_s,
-        measured_gemm=tuple((math.log(f), r * (cal.fp8_gemm_speedup if fp8 else 1.0)) for f, r in measured_gemm),
+        measured_gemm=tuple((math.log(f), r * speedup) for f, r in measured_gemm),
     )
 
 

@@ -12,12 +12,16 @@ from search._support import check_model_supported, check_supported
 
 Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full"]
-Precision = Literal["bf16", "fp16", "fp8"]
+Precision = Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
 Framework = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp"]
 
 OFFLOADS = ("none", "cpu", "nvme")
 RECOMPUTES = ("none", "selective", "full")
-PRECISIONS = ("bf16", "fp16", "fp8")
+PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4")
+BLACKWELL_PRECISIONS = ("mxfp8", "nvfp4")
+"""Recipes with block scales that only Blackwell tensor cores run (Transformer Engine: MXFP8 and
+NVFP4 need compute capability 10.x) and only Megatron-Core emits (``--fp8-recipe mxfp8``,
+``--fp4-format e2m1 --fp4-recipe nvfp4``)."""
 FRAMEWORKS = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")
 
 
@@ -168,7 +172,9 @@ class TrainingSpec:
     global_batch: int
     """Sequences per optimizer step, over all data-parallel ranks."""
     precision: Precision = "bf16"
-    """Mixed precision of weights/activations: bf16, fp16, or fp8 GEMMs (Transformer Engine) with bf16 elsewhere."""
+    """Mixed precision of weights/activations: bf16, fp16, or low-precision GEMMs (Transformer Engine)
+    with bf16 elsewhere: ``fp8`` with one scale per tensor (delayed or current scaling), ``mxfp8``
+    (one scale per 32 elements, Blackwell) or ``nvfp4`` (4-bit, one scale per 16 elements, Blackwell)."""
     optimizer: Literal["adam"] = "adam"
     """Adam(W): fp32 master weights + two fp32 moments (K = 12 bytes/param, Rajbhandari et al. 2020)."""
     framework: Framework = "megatron"
@@ -266,6 +272,10 @@ def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, 
                         "set ModelSpec.attention='flash' or cp=1")
     check_runtime(c, training.framework)
     check_model_supported(model, training.framework)
+    if training.precision in BLACKWELL_PRECISIONS and training.framework != "megatron":
+        raise SpecError("TrainingSpec.precision", f"{training.precision} is costed and emitted for Megatron-Core only "
+                        f"(Transformer Engine recipes), not {training.framework}",
+                        "use framework='megatron', or precision fp8 / bf16")
     if training.global_batch % (c.dp * c.micro_batch):
         raise SpecError(
             "TrainingSpec.global_batch",

@@ -62,11 +62,36 @@ def _kernels(gpu: GPUSpec, precision: str, cal: Calibration) -> tuple[Kernels, f
     """Achievable kernel rates of ``gpu`` in ``precision`` and the peak MFU is measured against
     (cached: a search predicts thousands of configurations on the same GPU). Raises, naming the
     precisions the GPU supports, when it lacks ``precision``."""
-    mfu_peak = gpu.peak_flop_per_s(cast(Dtype, precision))
+    mfu_peak = gpu.peak_flop_per_s(cast(Dtype, PRECISION_DTYPE.get(precision, precision)))
     peak = gpu.peak_flop_per_s("fp16" if precision == "fp16" else "bf16")
     kernels = make_kernels(peak, gpu.matmul_efficiency, gpu.attention_efficiency, gpu.hbm_bytes_per_s, cal,
-                           precision == "fp8", gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size)
+                           gemm_speedup(gpu, precision, cal), gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size)
     return kernels, mfu_peak
+
+
+PRECISION_DTYPE = {"mxfp8": "fp8", "nvfp4": "fp4"}
+"""The tensor-core type each recipe runs its GEMMs on (the peak MFU is measured against)."""
+
+
+def gemm_speedup(gpu: GPUSpec, precision: str, cal: Calibration) -> float:
+    """End-to-end speed-up of a recipe's GEMMs over BF16 on ``gpu``.
+
+    FP8 with per-tensor scales: the fitted :attr:`Calibration.fp8_gemm_speedup`. MXFP8: the same
+    constant; Blackwell's block-scaled MMA applies the per-32-element scales inside the tensor
+    core at the FP8 peak (Transformer Engine ``MXFP8BlockScaling``), and the quantisation pass per
+    tensor costs what per-tensor scaling's cast + amax costs (an assumption the MXFP8 rows of
+    runs_2024_2026.json test: fidelity.py reports them). NVFP4: the FP4/FP8 peak ratio on top, at
+    FP8's fraction of its peak (no published end-to-end figure to fit yet). Refuses a recipe the
+    GPU cannot run (MXFP8 and NVFP4 need Blackwell: its FP4 tensor cores mark it)."""
+    if precision in ("bf16", "fp16"):
+        return 1.0
+    if precision in ("mxfp8", "nvfp4") and gpu.fp4_flop_per_s is None:
+        raise SpecError("TrainingSpec.precision", f"{precision} needs Blackwell block-scaled tensor cores; "
+                        f"{gpu.name} has none", "use precision fp8 (per-tensor scaling) or bf16 on this GPU")
+    speedup = cal.fp8_gemm_speedup
+    if precision == "nvfp4":
+        speedup *= gpu.peak_flop_per_s("fp4") / gpu.peak_flop_per_s("fp8")
+    return speedup
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +156,8 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     tokens = micro_batch * model.seq_len / cp
     lt = layer_times(model, tokens, model.seq_len, tp, sp, kernels)
     tp_raw_s = tp_forward_per_layer_s(model, tokens, cluster, c, cal)
-    # Userbuffers exchange through NVLink peer memory: a TP group spanning nodes overlaps nothing.
-    overlap = tp_comm_overlap and tp <= node.gpus_per_node
+    # Userbuffers exchange through NVLink peer memory: a TP group beyond the NVLink domain overlaps nothing.
+    overlap = tp_comm_overlap and tp <= node.nvlink_domain
     tp_fwd_s = tp_exposed_s(tp_raw_s, lt.gemm_s, tp, overlap)
     tp_bwd_s = tp_exposed_s(TP_COLLECTIVES_BACKWARD_TO_FORWARD * tp_raw_s, BACKWARD_TO_FORWARD * lt.gemm_s, tp,
                             overlap)

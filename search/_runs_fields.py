@@ -90,7 +90,7 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
     },
 }
 """Refused when set means: refused unless null or the value the model has (ep 1, fp8_recipe per-tensor
-scaling, torch_compile/async_tp false, pipeline_schedule 1F1B, optimizer Adam)."""
+scaling or MXFP8, torch_compile/async_tp false, pipeline_schedule 1F1B, optimizer Adam)."""
 
 # Reasons a record is refused, for counting refusals by category.
 GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, TOPOLOGY = (
@@ -132,12 +132,20 @@ class RecordRefused(SpecError):
                          "leave the record out until the cost model can express it, or correct it")
 
 
-def _per_tensor(recipe: str) -> bool:
-    """FP8 with one scale per tensor (Transformer Engine delayed or current scaling, torchao tensorwise):
-    what ``fp8_gemm_speedup`` was fitted on. MXFP8, blockwise, rowwise and NVFP4 scale finer."""
+def recipe_precision(precision: str | None, recipe: str | None) -> str | None:
+    """The :class:`TrainingSpec` precision of a record's precision and FP8 recipe, or None when the
+    recipe is not modelled: one scale per tensor (Transformer Engine delayed or current scaling,
+    torchao tensorwise) is ``fp8``, MXFP8 is ``mxfp8``, NVFP4 ``nvfp4``; blockwise and rowwise
+    scaling (DeepSeek-V3's 1x128 / 128x128, torchao rowwise) are not modelled."""
+    if precision != "fp8" or recipe is None:
+        return precision
     text = recipe.lower()
-    return (any(k in text for k in ("per-tensor", "tensorwise", "current-scaling", "current scaling", "delayed"))
-            and not any(k in text for k in ("mxfp8", "block", "rowwise", "nvfp4")))
+    if "mxfp8" in text and not any(k in text for k in ("block", "rowwise", "nvfp4")):
+        return "mxfp8"
+    if (any(k in text for k in ("per-tensor", "tensorwise", "current-scaling", "current scaling", "delayed"))
+            and not any(k in text for k in ("mxfp8", "block", "rowwise", "nvfp4"))):
+        return "fp8"
+    return None
 
 
 def _refusals(rec: dict[str, Any]) -> list[Refusal]:
@@ -227,8 +235,12 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
     if cfg.get("precision") not in (None, *PRECISIONS):
         refuse("config.precision", f"{cfg['precision']!r} training is not modelled ({', '.join(PRECISIONS)})",
                PRECISION)
-    if (recipe := cfg.get("fp8_recipe")) is not None and not _per_tensor(str(recipe)):
-        refuse("config.fp8_recipe", f"{recipe!r}: only per-tensor FP8 scaling is modelled", PRECISION)
+    recipe = cfg.get("fp8_recipe")
+    if recipe is not None and recipe_precision("fp8", str(recipe)) is None and str(recipe).lower() != "nvfp4":
+        refuse("config.fp8_recipe", f"{recipe!r}: FP8 with one scale per tensor or MXFP8 is modelled, not this "
+               "scaling", PRECISION)
+    if recipe is not None and cfg.get("precision") == "nvfp4" and "nvfp4" not in str(recipe).lower():
+        refuse("config.fp8_recipe", f"{recipe!r} with precision nvfp4", INCONSISTENT)
     if cfg.get("framework") not in (None, *FRAMEWORKS):
         refuse("config.framework", f"{cfg['framework']!r} is not a runtime the cost model knows "
                f"({', '.join(FRAMEWORKS)})", RUNTIME)

@@ -57,6 +57,7 @@ from search._runs_fields import (  # the loader's vocabulary; the public names r
     RecordRefused,
     Refusal,
     _refusals,
+    recipe_precision,
 )
 
 _LINKS = re.compile(r"(\d+)\s*x\s*(?:[A-Za-z][\w-]*\s+){0,3}(\d+)\s*G(?:b/s|bps|bit/s)", re.IGNORECASE)
@@ -259,7 +260,7 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
     node = _node(cl)
     num_nodes = max(1, math.ceil(num_gpus / node.gpus_per_node))
     cluster = ClusterSpec(gpu=gpu_preset(cl["gpu"]), node=node, num_nodes=num_nodes, name=str(cl.get("gpu")))
-    precision = cfg.get("precision") or "bf16"
+    precision = recipe_precision(cfg.get("precision"), cfg.get("fp8_recipe")) or "bf16"
     config = ParallelConfig(
         dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, sp=bool(cfg.get("sp") or False),
         micro_batch=int(micro_batch or 1),

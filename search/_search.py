@@ -31,7 +31,7 @@ from search._evaluator import (
     sweep_band,
 )
 from search._model_spec import ModelSpec
-from search._parallel_spec import Framework, ParallelConfig, Precision, TrainingSpec
+from search._parallel_spec import BLACKWELL_PRECISIONS, Framework, ParallelConfig, Precision, TrainingSpec
 from search._predict import predict_memory
 from search._search_result import SearchResult
 from search._space import Candidate, enumerate_space, why_no_valid
@@ -75,6 +75,11 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     if (storage is None) != (study_name is None):
         raise SpecError("study_name", "storage and study_name go together", "give both, or neither")
     TrainingSpec(global_batch, cast(Precision, precision))  # validates batch and precision
+    if precision in BLACKWELL_PRECISIONS:
+        if framework not in ("megatron", "any"):
+            raise SpecError("precision", f"{precision} is costed and emitted for Megatron-Core only, not {framework}",
+                            "use framework 'megatron' (or 'any'), or precision fp8 / bf16")
+        framework = "megatron"  # the only runtime whose Transformer Engine recipes autopar emits
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
     space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested)

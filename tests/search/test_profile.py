@@ -446,7 +446,7 @@ def test_measured_gemm_table_replaces_the_roofline() -> None:
     small, large = 2.0 * 1024**3, 2.0 * 8192**3
     table = ((small, 100e12), (large, 250e12))
     cal = Calibration(gemm_overhead_s=0.0)
-    kernels = make_kernels(312e12, 0.87, 0.73, 2.0e12, cal, False, 19.5e12, table)
+    kernels = make_kernels(312e12, 0.87, 0.73, 2.0e12, cal, 1.0, 19.5e12, table)
     assert gemm_time_s(8192, 8192, 8192, kernels) == pytest.approx(large / 250e12, rel=1e-12)
     assert gemm_time_s(1024, 1024, 1024, kernels) == pytest.approx(small / 100e12, rel=1e-12)
     assert gemm_time_s(512, 512, 512, kernels) == pytest.approx(2.0 * 512**3 / 100e12, rel=1e-12)
