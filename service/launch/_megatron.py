@@ -6,21 +6,28 @@ at the pinned megatron-core release (regenerate with ``scripts/extract_megatron_
 There is no ``--virtual-pipeline-model-parallel-size``; the interleaved schedule is set with
 ``--num-layers-per-virtual-pipeline-stage`` (= layers / pp / vp). :func:`check_megatron_args`
 re-implements the value rules of Megatron's ``validate_args`` that a configuration can break.
+
+Mixtures of experts, latent attention and multi-token prediction (:func:`expert_args`; flags and
+rules from ``frameworks_2.md`` sec. 3 and megatron-core ``core_v0.19.0``'s ``arguments.py``,
+``transformer_config.py``, ``gpt_layer_specs.py`` and ``pipeline_parallel_layer_layout.py``):
+experts folded over the attention layers' ranks (ep x etp divides tp x cp x dp), grouped GEMMs,
+the all-to-all dispatcher when ep > 1, dropless unless a capacity factor is given.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from search import ModelSpec, SpecError
+from search import ModelSpec, ParallelConfig, SpecError
 from search._pipeline_layout import megatron_account_for, megatron_first_last, megatron_layout
 
 from ._base import LaunchFiles, LaunchRequest
 from ._launchers import torchrun
-from ._megatron_recipe import MEGATRON_RECIPE, model_settings, recipe_args
+from ._megatron_recipe import MEGATRON_RECIPE, model_settings, number, recipe_args
 from ._pipeline_split import megatron_pipeline_args
 
 FLAGS_FILE = Path(__file__).with_name("megatron_flags.txt")
@@ -123,7 +130,7 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
     if c.stage_layers is None and c.vp > 1 and m.layers % (c.pp * c.vp):
         raise SpecError("ParallelConfig.vp", f"layers={m.layers} is not divisible by pp*vp={c.pp * c.vp}",
                         "choose pp and vp whose product divides the layer count, or an uneven layout")
-    args += megatron_pipeline_args(m, c)  # even, first/last counts, account-for slots, or a layout string
+    args += _with_mtp(megatron_pipeline_args(m, c), m.mtp_layers)  # even, first/last, account-for, or a layout
     if c.sp:
         args.append("--sequence-parallel")
     if c.tp_comm_overlap:  # Transformer Engine userbuffers (the default --transformer-impl)
@@ -162,9 +169,102 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
     else:
         args.append("--bf16")
     args += shape_args(m, MEGATRON_SPELLING)
+    if m.moe is not None and request.cluster.gpu.bf16_flop_per_s is None:  # no bf16: before Ampere (sm_80)
+        raise SpecError("ClusterSpec.gpu", f"{request.cluster.gpu.name}: Megatron's grouped expert GEMMs "
+                        "(--moe-grouped-gemm) need compute capability 8.0 or newer (validate_args)",
+                        "train a mixture of experts on Ampere or newer GPUs")
+    model, model_notes = expert_args(m, c)
     settings, notes = model_settings(m, c.tp, MEGATRON_RECIPE)
     recipe, recipe_notes = recipe_args(request, MEGATRON_RECIPE)
-    return [*args, *settings, *recipe], [*notes, *recipe_notes]
+    return [*args, *model, *settings, *recipe], [*model_notes, *notes, *recipe_notes]
+
+
+AUX_LOSS_COEFF = 1e-2
+"""``--moe-aux-loss-coeff`` of a learned router: Megatron's recommended starting value
+(``transformer_config.py``: "A starting value of 1e-2 is recommended"; its default, 0, turns the
+load-balancing loss off). The model spec does not carry a model's own value."""
+
+
+def _moe_layer_freq(m: ModelSpec, dense: int) -> str:
+    """``--moe-layer-freq``: 1 (every layer an MoE layer) or the list form ``([0]*3+[1]*58)`` for dense
+    first layers (``arguments.py`` ``moe_freq_type``: a Python list expression of digits, ``[]``, ``()``,
+    ``+``, ``*`` and commas; ``gpt_layer_specs.py`` asserts it has num_layers entries)."""
+    return f"([0]*{dense}+[1]*{m.layers - dense})" if dense else "1"
+
+
+def _with_mtp(pipeline: list[str], mtp: int) -> list[str]:
+    """A layout string holds the multi-token-prediction layers too (``validate_layer_layout``: as many
+    ``m`` as --mtp-num-layers, after every decoder layer): they go before the loss, on the last stage."""
+    if not mtp or "--pipeline-model-parallel-layout" not in pipeline:
+        return pipeline
+    i = pipeline.index("--pipeline-model-parallel-layout") + 1
+    return [*pipeline[:i], pipeline[i].removesuffix("L") + "m" * mtp + "L", *pipeline[i + 1:]]
+
+
+def expert_args(m: ModelSpec, c: ParallelConfig) -> tuple[list[str], list[str]]:
+    """(arguments, notes) of what a dense GPT block lacks: the head width when it is not hidden / heads,
+    the mixture of experts with its expert-parallel layout, latent attention, multi-token prediction.
+    Nothing for a dense model whose heads are hidden / heads wide."""
+    args: list[str] = []
+    notes: list[str] = []
+    if m.hidden % m.heads or (m.mla is None and m.dim_per_head * m.heads != m.hidden):
+        args += ["--kv-channels", str(m.dim_per_head)]  # validate_args: hidden / heads when not given
+    moe = m.moe
+    if moe is None and (c.ep > 1 or c.etp > 1):
+        raise SpecError("ParallelConfig.ep" if c.ep > 1 else "ParallelConfig.etp",
+                        f"ep={c.ep}, etp={c.etp} on {m.name}, which has no experts",
+                        "set ep=1 and etp=1, or describe the model's mixture of experts (ModelSpec.moe)")
+    if moe is not None:
+        if m.bias and c.etp > 1:
+            raise SpecError("ParallelConfig.etp", f"etp={c.etp}: Megatron-Core has biases in MoE layers only with "
+                            "etp=1 (transformer_config.py: 'Bias in Moe is only supported when ETP==1')",
+                            "set etp=1 for this model with biases")
+        args += ["--num-experts", str(moe.experts), "--moe-router-topk", str(moe.topk),
+                 "--moe-ffn-hidden-size", str(moe.expert_ffn),
+                 "--moe-layer-freq", _moe_layer_freq(m, moe.first_dense_layers)]
+        if moe.shared_expert_ffn:
+            args += ["--moe-shared-expert-intermediate-size", str(moe.shared_expert_ffn)]
+        # Megatron's --expert-tensor-parallel-size default is tp; autopar's etp default is 1: always written.
+        args += ["--expert-model-parallel-size", str(c.ep), "--expert-tensor-parallel-size", str(c.etp),
+                 "--moe-grouped-gemm", "--moe-token-dispatcher-type", "alltoall" if c.ep > 1 else "allgather",
+                 "--moe-router-dtype", "fp32"]  # the cost model's router is fp32; Megatron warns without it
+        if moe.topk == 1:  # transformer_config.py: softmax over one logit has no gradient
+            args.append("--moe-router-pre-softmax")
+        if moe.router_load == "force-balanced":  # random logits (a benchmark): no loss to balance them
+            args += ["--moe-router-load-balancing-type", "none", "--moe-router-force-load-balancing"]
+        else:
+            args += ["--moe-router-load-balancing-type", "aux_loss", "--moe-aux-loss-coeff", number(AUX_LOSS_COEFF)]
+            notes.append(f"the router's load-balancing loss coefficient is Megatron's recommended start, "
+                         f"--moe-aux-loss-coeff {AUX_LOSS_COEFF:g}; edit it to the model's own value")
+        if moe.capacity_factor is not None:  # None: dropless, Megatron's default
+            args += ["--moe-expert-capacity-factor", number(moe.capacity_factor)]
+    if m.mla is not None:
+        args += _mla_args(m)
+    if m.mtp_layers:
+        args += ["--mtp-num-layers", str(m.mtp_layers)]
+    return args, notes
+
+
+def _mla_args(m: ModelSpec) -> list[str]:
+    """Multi-head latent attention. Its RoPE is Megatron's MLA default, YaRN, at scaling factor 1
+    (``--rotary-scaling-factor``), which is plain RoPE of base ``--rotary-base`` on the
+    ``--qk-pos-emb-head-dim`` part of each head; ``--qk-layernorm`` builds the RMSNorms on the query and
+    key/value latents (``gpt_layer_specs.py``: ``linear_q/kv_up_proj`` with a fused layer norm)."""
+    mla = m.mla
+    assert mla is not None
+    if m.position_embedding != "rope" or m.rope_scaling_factor is not None or m.rotary_percent != 1.0:
+        raise SpecError("ModelSpec.position_embedding", "Megatron's latent attention rotates the "
+                        "qk_rope_head_dim part of each head with YaRN RoPE; learned positions, Llama 3.1 RoPE "
+                        "scaling and rotary_percent are not options of it",
+                        "use position_embedding='rope' without rope_scaling_factor and rotary_percent with mla")
+    args = ["--multi-latent-attention"]
+    if mla.q_lora_rank is not None:
+        args += ["--q-lora-rank", str(mla.q_lora_rank)]
+    args += ["--kv-lora-rank", str(mla.kv_lora_rank), "--qk-head-dim", str(mla.qk_head_dim),
+             "--qk-pos-emb-head-dim", str(mla.qk_rope_head_dim), "--v-head-dim", str(mla.v_head_dim)]
+    if not m.qk_norm:  # model_settings writes it for qk_norm
+        args.append("--qk-layernorm")
+    return args
 
 
 def arg_values(argv: Sequence[str]) -> dict[str, str | None]:
@@ -328,7 +428,9 @@ def _check_pipeline_split(v: dict[str, str | None], layers: int | None, pp: int,
     vp = int_value(v, "--num-virtual-stages-per-pipeline-rank", None) or 1
     try:
         if "--pipeline-model-parallel-layout" in v:
-            counts, _vp = megatron_layout(str(v["--pipeline-model-parallel-layout"]), pp)
+            layout = _without_mtp(str(v["--pipeline-model-parallel-layout"]), pp,
+                                  int_value(v, "--mtp-num-layers", 0) or 0)
+            counts, _vp = megatron_layout(layout, pp)
             if sum(counts) != layers:
                 raise SpecError(_FIELD, f"the layout holds {sum(counts)} layers, --num-layers is {layers}",
                                 "make the layout's t count equal --num-layers")
@@ -343,6 +445,28 @@ def _check_pipeline_split(v: dict[str, str | None], layers: int | None, pp: int,
                             "(arguments.py:951-962)", "give an uneven split or a pp that divides the layers")
     except SpecError as exc:
         raise SpecError(_FIELD, exc.problem, exc.fix) from None
+
+
+_UNROLL = (re.compile(r"\(([^)]+)\)\*(\d+)"), re.compile(r"(.)\*(\d+)"))
+"""``PipelineParallelLayerLayout.parse_str_to_list``'s unrolling of ``(...)*n`` and ``x*n``."""
+
+
+def _without_mtp(layout: str, pp: int, mtp: int) -> str:
+    """The layout without its multi-token-prediction ``m`` entries, which ``validate_layer_layout`` wants
+    as many as --mtp-num-layers, all in one stage that is the last virtual stage of its rank, after every
+    decoder layer."""
+    text = layout.replace(",", "")
+    for pattern in _UNROLL:
+        text = pattern.sub(lambda x: x.group(1) * int(x.group(2)), text)
+    stages = text.split("|")
+    holding = [i for i, stage in enumerate(stages) if "m" in stage]
+    if text.count("m") != mtp:
+        raise SpecError(_FIELD, f"the layout holds {text.count('m')} MTP layers (m), --mtp-num-layers is {mtp}",
+                        "give one m per multi-token-prediction layer")
+    if holding and (len(holding) > 1 or holding[0] < len(stages) - pp or "t" in text[text.index("m"):]):
+        raise SpecError(_FIELD, "the MTP layers (m) must share one stage, the last virtual stage of its rank, "
+                        "after every decoder layer (pipeline_parallel_layer_layout.py)", "put every m before L")
+    return text.replace("m", "")
 
 
 def emit_megatron(request: LaunchRequest) -> LaunchFiles:

@@ -1,0 +1,200 @@
+"""Megatron-LM arguments of mixture-of-experts and latent-attention models: the flags and values of
+DeepSeek-V3-, Qwen3-30B-A3B- and Mixtral-like specs on expert-parallel layouts, each passing the pinned
+flag list and autopar's copy of megatron-core 0.19's validate_args rules; dense models get none of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+import search
+from search import ModelSpec, ParallelConfig, SpecError, TrainingSpec
+from search._moe_spec import MLASpec, MoESpec
+from service.launch._base import LaunchRequest
+from service.launch._megatron import arg_values, check_megatron_args, emit_megatron, megatron_args, megatron_flags
+
+DEEPSEEK_V3 = ModelSpec(
+    "deepseek-v3-like", layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280, seq_len=4096,
+    activation="swiglu", position_embedding="rope", bias=False, norm="rmsnorm", norm_eps=1e-6,
+    mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+    moe=MoESpec(experts=256, topk=8, expert_ffn=2048, shared_experts=1, shared_expert_ffn=2048,
+                first_dense_layers=3),
+    mtp_layers=1)
+QWEN3_30B_A3B = ModelSpec(
+    "qwen3-30b-a3b-like", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn=6144, vocab=151936,
+    seq_len=4096, activation="swiglu", position_embedding="rope", rope_theta=1e6, bias=False, norm="rmsnorm",
+    norm_eps=1e-6, qk_norm=True, moe=MoESpec(experts=128, topk=8, expert_ffn=768))
+MIXTRAL = ModelSpec(
+    "mixtral-8x7b-like", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000, seq_len=4096,
+    activation="swiglu", position_embedding="rope", rope_theta=1e6, bias=False, norm="rmsnorm",
+    moe=MoESpec(experts=8, topk=2, expert_ffn=14336))
+
+MOE_FLAGS = ("--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq",
+             "--moe-shared-expert-intermediate-size", "--expert-model-parallel-size",
+             "--expert-tensor-parallel-size", "--moe-grouped-gemm", "--moe-token-dispatcher-type", "--moe-router-dtype",
+             "--moe-router-load-balancing-type", "--moe-router-force-load-balancing", "--moe-aux-loss-coeff",
+             "--moe-expert-capacity-factor", "--moe-router-pre-softmax", "--kv-channels", "--multi-latent-attention",
+             "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",
+             "--mtp-num-layers")
+
+
+def _request(model: ModelSpec, nodes: int, config: ParallelConfig, batch: int = 1024) -> LaunchRequest:
+    return LaunchRequest(model=model, cluster=search.cluster_preset("dgx-h100", nodes), config=config,
+                         training=TrainingSpec(batch))
+
+
+def _emit(req: LaunchRequest) -> dict[str, str | None]:
+    """The emitted arguments as flag -> value, after the offline check every emission runs."""
+    argv = emit_megatron(req).files["megatron_args.txt"].splitlines()
+    assert argv == megatron_args(req)
+    check_megatron_args(argv, req.config.world_size)
+    assert all(a in megatron_flags() for a in argv if a.startswith("--"))
+    assert len({a for a in argv if a.startswith("--")}) == sum(a.startswith("--") for a in argv)  # no repeats
+    return arg_values(argv)
+
+
+def test_the_flags_are_in_the_pinned_release() -> None:
+    assert set(MOE_FLAGS) <= megatron_flags()
+
+
+def test_deepseek_v3_on_megatrons_published_layout() -> None:
+    """DeepSeek-V3 at TP2 PP16 EP64 on 1024 GPUs (Megatron's parallelism guide), 61 layers as 3 + 14 x 4 + 2."""
+    config = ParallelConfig(dp=32, tp=2, pp=16, sp=True, ep=64, etp=1, micro_batch=1, zero_stage=1,
+                            recompute="full", stage_layers=(3,) + (4,) * 14 + (2,))
+    v = _emit(_request(DEEPSEEK_V3, 128, config, 4096))
+    assert v["--num-experts"] == "256" and v["--moe-router-topk"] == "8" and v["--moe-ffn-hidden-size"] == "2048"
+    assert v["--moe-shared-expert-intermediate-size"] == "2048"
+    assert v["--moe-layer-freq"] == "([0]*3+[1]*58)"
+    assert eval(v["--moe-layer-freq"]) == [0] * 3 + [1] * 58  # what megatron's moe_freq_type does with it
+    assert v["--expert-model-parallel-size"] == "64" and v["--expert-tensor-parallel-size"] == "1"
+    assert v["--moe-token-dispatcher-type"] == "alltoall" and "--moe-grouped-gemm" in v
+    assert v["--moe-router-dtype"] == "fp32"
+    assert v["--moe-router-load-balancing-type"] == "aux_loss" and v["--moe-aux-loss-coeff"] == "0.01"
+    assert "--moe-expert-capacity-factor" not in v  # dropless
+    assert "--moe-router-force-load-balancing" not in v and "--moe-router-pre-softmax" not in v
+    assert "--multi-latent-attention" in v and "--qk-layernorm" in v  # the latents' RMSNorms
+    assert (v["--q-lora-rank"], v["--kv-lora-rank"], v["--qk-head-dim"], v["--qk-pos-emb-head-dim"],
+            v["--v-head-dim"]) == ("1536", "512", "128", "64", "128")
+    assert "--kv-channels" not in v and "--group-query-attention" not in v  # 7168 / 128 divides; MLA sets widths
+    assert v["--mtp-num-layers"] == "1"
+    assert v["--decoder-first-pipeline-num-layers"] == "3" and v["--decoder-last-pipeline-num-layers"] == "2"
+    assert "--sequence-parallel" in v and v["--ffn-hidden-size"] == "18432"
+
+
+def test_deepseek_v3_layout_string_holds_the_mtp_layer() -> None:
+    """A split the first/last flags cannot give is a layout string; its MTP layer sits before the loss."""
+    config = ParallelConfig(dp=128, tp=1, pp=16, ep=64, micro_batch=1, zero_stage=1,
+                            stage_layers=(3,) + (4,) * 7 + (5,) + (4,) * 6 + (1,))
+    v = _emit(_request(DEEPSEEK_V3, 256, config, 4096))
+    layout = v["--pipeline-model-parallel-layout"]
+    assert layout is not None and layout.startswith("Et*3|") and layout.endswith("|tmL")
+    assert v["--expert-tensor-parallel-size"] == "1" and "--sequence-parallel" not in v  # tp 1: not needed
+    argv = megatron_args(_request(DEEPSEEK_V3, 256, config, 4096))
+    wrong = [layout.replace("tmL", "tL") if a == layout else a for a in argv]
+    with pytest.raises(SpecError, match="MTP layers"):
+        check_megatron_args(wrong, 2048)
+    with pytest.raises(SpecError, match=r"before L|after every decoder"):
+        check_megatron_args([layout.replace("Et*3|", "Emt*2|").replace("tmL", "ttL") if a == layout else a
+                             for a in argv], 2048)
+
+
+@pytest.mark.parametrize(("ep", "etp"), [(8, 1), (16, 2), (1, 2), (32, 1)])
+def test_qwen3_30b_a3b_expert_layouts(ep: int, etp: int) -> None:
+    config = ParallelConfig(dp=16, tp=2, pp=2, sp=True, ep=ep, etp=etp, micro_batch=1, zero_stage=1)
+    v = _emit(_request(QWEN3_30B_A3B, 8, config))
+    assert (v["--num-experts"], v["--moe-router-topk"], v["--moe-ffn-hidden-size"]) == ("128", "8", "768")
+    assert v["--moe-layer-freq"] == "1" and "--moe-shared-expert-intermediate-size" not in v
+    assert v["--expert-model-parallel-size"] == str(ep) and v["--expert-tensor-parallel-size"] == str(etp)
+    assert v["--moe-token-dispatcher-type"] == ("alltoall" if ep > 1 else "allgather")
+    assert v["--kv-channels"] == "128"  # 32 heads of 128 on a width of 2048
+    assert v["--num-query-groups"] == "4" and "--group-query-attention" in v
+    assert "--qk-layernorm" in v and "--multi-latent-attention" not in v and "--mtp-num-layers" not in v
+
+
+@pytest.mark.parametrize(("tp", "pp", "ep", "etp"), [(2, 4, 8, 1), (2, 4, 8, 2), (4, 2, 1, 4), (1, 8, 8, 1)])
+def test_mixtral_expert_layouts(tp: int, pp: int, ep: int, etp: int) -> None:
+    dp = 64 // (tp * pp)
+    config = ParallelConfig(dp=dp, tp=tp, pp=pp, sp=tp > 1, ep=ep, etp=etp, micro_batch=1, zero_stage=1)
+    v = _emit(_request(MIXTRAL, 8, config))
+    assert (v["--num-experts"], v["--moe-router-topk"], v["--moe-ffn-hidden-size"]) == ("8", "2", "14336")
+    assert v["--expert-model-parallel-size"] == str(ep) and v["--expert-tensor-parallel-size"] == str(etp)
+    assert "--kv-channels" not in v and "--qk-layernorm" not in v
+
+
+def test_capacity_factor_force_balance_and_top1() -> None:
+    model = ModelSpec("switch-like", layers=12, hidden=768, heads=12, ffn=3072, vocab=32128, seq_len=1024,
+                      moe=MoESpec(experts=64, topk=1, expert_ffn=3072, capacity_factor=1.25,
+                                  router_load="force-balanced"))
+    v = _emit(_request(model, 1, ParallelConfig(dp=8, ep=8, micro_batch=2)))
+    assert v["--moe-expert-capacity-factor"] == "1.25"
+    assert "--moe-router-force-load-balancing" in v and v["--moe-router-load-balancing-type"] == "none"
+    assert "--moe-router-pre-softmax" in v  # softmax over one selected logit has no gradient
+    assert "--moe-aux-loss-coeff" not in v
+
+
+def test_learned_router_says_its_loss_coefficient() -> None:
+    config = ParallelConfig(dp=8, tp=2, pp=4, sp=True, ep=8, micro_batch=1, zero_stage=1)
+    notes = emit_megatron(_request(MIXTRAL, 8, config)).notes
+    assert any("--moe-aux-loss-coeff 0.01" in n for n in notes)
+
+
+@pytest.mark.parametrize("name", ["gpt3-175b", "llama3-8b", "llama3-70b"])
+def test_dense_models_get_no_expert_flags(name: str) -> None:
+    model = search.model_preset(name)
+    config = ParallelConfig(dp=8, tp=8, pp=2, sp=True, micro_batch=1, zero_stage=1)
+    argv = megatron_args(_request(model, 16, config))
+    assert not set(MOE_FLAGS) & set(argv)
+    assert not any(a.startswith(("--moe", "--expert")) for a in argv)
+
+
+def test_expert_tensor_parallel_with_biases_is_refused() -> None:
+    """transformer_config.py: "Bias in Moe is only supported when ETP==1"."""
+    model = ModelSpec("biased-moe", layers=12, hidden=768, heads=12, ffn=3072, vocab=32128, seq_len=1024,
+                      moe=MoESpec(experts=8, topk=2, expert_ffn=3072))
+    assert _emit(_request(model, 1, ParallelConfig(dp=4, tp=2, sp=True, ep=4, etp=1), 64))
+    with pytest.raises(SpecError, match="etp=1") as err:
+        megatron_args(_request(model, 1, ParallelConfig(dp=4, tp=2, sp=True, ep=4, etp=2), 64))
+    assert err.value.field == "ParallelConfig.etp"
+
+
+def test_experts_before_ampere_are_refused() -> None:
+    """validate_args asserts compute capability >= 8 for --moe-grouped-gemm."""
+    req = LaunchRequest(model=MIXTRAL, cluster=search.cluster_preset("dgx-2", 4), training=TrainingSpec(1024),
+                        config=ParallelConfig(dp=8, tp=2, pp=4, sp=True, ep=8, micro_batch=1, zero_stage=1))
+    with pytest.raises(SpecError, match="compute capability") as err:
+        megatron_args(req)
+    assert err.value.field == "ClusterSpec.gpu"
+
+
+def test_expert_parallel_on_a_dense_model_is_refused() -> None:
+    model = search.model_preset("llama3-8b")
+    with pytest.raises(SpecError, match="no experts"):
+        megatron_args(_request(model, 8, ParallelConfig(dp=32, tp=2, sp=True, ep=4)))
+
+
+@pytest.mark.parametrize("model", [dataclasses.replace(DEEPSEEK_V3, rope_scaling_factor=8.0),
+                                   dataclasses.replace(DEEPSEEK_V3, rotary_percent=0.5)], ids=["scaling", "percent"])
+def test_latent_attention_refuses_what_its_rope_cannot_do(model: ModelSpec) -> None:
+    config = ParallelConfig(dp=128, tp=1, pp=16, ep=64, micro_batch=1, zero_stage=1,
+                            stage_layers=(3,) + (4,) * 14 + (2,))
+    with pytest.raises(SpecError, match="YaRN"):
+        megatron_args(_request(model, 256, config, 4096))
+
+
+def _sample(model: ModelSpec, gpus: int, batch: int, n: int) -> list[LaunchRequest]:
+    cluster = search.cluster_preset("dgx-h100", gpus // 8)
+    space = search.enumerate_space(model, gpus, batch, "megatron")
+    cands = [c for c in space.candidates if c.framework == "megatron"]
+    picked = random.Random(7).sample(cands, min(n, len(cands)))
+    return [LaunchRequest(model=model, cluster=cluster, config=c.config, training=TrainingSpec(batch)) for c in picked]
+
+
+@pytest.mark.parametrize("req", [*_sample(MIXTRAL, 64, 256, 15), *_sample(QWEN3_30B_A3B, 64, 256, 15),
+                                 *_sample(search.model_preset("deepseek-v3"), 1024, 2048, 10)],
+                         ids=lambda r: f"{r.model.name}-{r.config}")
+def test_enumerated_expert_configs_emit_valid_args(req: LaunchRequest) -> None:
+    v = _emit(req)
+    assert v["--expert-model-parallel-size"] == str(req.config.ep)
+    assert v["--expert-tensor-parallel-size"] == str(req.config.etp)
