@@ -16,6 +16,7 @@ the all-to-all dispatcher when ep > 1, dropless unless a capacity factor is give
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -366,11 +367,154 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
     if heads is not None and heads % tp:
         raise SpecError(_FIELD, f"attention heads ({heads}) are not divisible by tp ({tp})",
                         "choose a tp that divides the head count")
+    hidden = int_value(v, "--hidden-size", None)
+    if heads and hidden is not None and "--kv-channels" not in v and hidden % heads:
+        raise SpecError(_FIELD, f"hidden size ({hidden}) is not divisible by the attention heads ({heads}) and "
+                        "--kv-channels is not given (validate_args)", "give the head width as --kv-channels")
+    _check_experts(v, world_size, tp, pp, layers)
+    _check_latent_attention(v)
     check_recipe_args(v, _FIELD)
     int_value(v, "--rotary-base", None)  # type=int in arguments.py
     if "--mock-data" in v and "--data-path" in v:
         raise SpecError(_FIELD, "A single data source must be provided (--mock-data and --data-path)",
                         "give one of them")
+
+
+_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "quantile_balancing", "none")
+_DROPPING_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
+
+
+def _check_experts(v: dict[str, str | None], world_size: int, tp: int, pp: int, layers: int | None) -> None:
+    """The MoE rules of megatron-core 0.19 (``arguments.py:1593-1603``, ``transformer_config.py``
+    ``__post_init__``, ``parallel_state.py:815-905``, ``gpt_layer_specs.py``) and the docs' "you must
+    enable Sequence Parallelism" with tp and ep (frameworks_2.md sec. 3.2)."""
+    experts = int_value(v, "--num-experts", None) or None  # 0 means none
+    ep = int_value(v, "--expert-model-parallel-size", 1) or 1
+    etp = int_value(v, "--expert-tensor-parallel-size", tp) or tp  # default: tp
+    if experts is None:
+        if ep > 1:
+            raise SpecError(_FIELD, "num_experts must be non None to use expert model parallelism",
+                            "give --num-experts or drop --expert-model-parallel-size")
+        if "--moe-ffn-hidden-size" in v and not _mixed_layers(v, layers):
+            raise SpecError(_FIELD, "moe_ffn_hidden_size is set but num_experts is None",
+                            "give --num-experts or drop --moe-ffn-hidden-size")
+        return
+    if experts % ep:
+        raise SpecError(_FIELD, f"Number of experts ({experts}) should be a multiple of expert model parallel_size "
+                        f"({ep})", "choose an ep that divides the experts")
+    if etp > 1 and "--disable-bias-linear" not in v:
+        raise SpecError(_FIELD, f"Bias in Moe is only supported when ETP==1 (etp is {etp})",
+                        "add --disable-bias-linear or give --expert-tensor-parallel-size 1")
+    if world_size % (etp * ep * pp):
+        raise SpecError(_FIELD, f"world size ({world_size}) is not divisible by etp*ep*pp ({etp * ep * pp}): the "
+                        "expert layers fold onto the attention layers' GPUs", "choose ep*etp dividing tp*cp*dp")
+    if ep > 1 and tp > 1 and "--sequence-parallel" not in v:
+        raise SpecError(_FIELD, "expert parallelism with tensor parallelism needs --sequence-parallel "
+                        "(parallelism-guide.md; the code only warns)", "add --sequence-parallel")
+    topk = int_value(v, "--moe-router-topk", 2) or 2
+    if topk > experts:
+        raise SpecError(_FIELD, f"--moe-router-topk {topk} is more than the {experts} experts",
+                        "route each token to at most --num-experts experts")
+    balancing = v.get("--moe-router-load-balancing-type") or "aux_loss"
+    if balancing not in _BALANCING:
+        raise SpecError(_FIELD, f"--moe-router-load-balancing-type {balancing!r} is not one of {', '.join(_BALANCING)}",
+                        "give one of them")
+    if (topk == 1 and (v.get("--moe-router-score-function") or "softmax") == "softmax"
+            and "--moe-router-pre-softmax" not in v and balancing != "sinkhorn"):
+        raise SpecError(_FIELD, "Please use --moe-router-pre-softmax when topk is 1", "add --moe-router-pre-softmax")
+    dispatcher = v.get("--moe-token-dispatcher-type") or "allgather"
+    if dispatcher not in ("allgather", "alltoall", "flex"):
+        raise SpecError(_FIELD, f"--moe-token-dispatcher-type {dispatcher!r} is not allgather, alltoall or flex",
+                        "give one of them")
+    capacity = float_value(v, "--moe-expert-capacity-factor", _FIELD)
+    if capacity is not None and capacity >= 0 and balancing not in _DROPPING_BALANCING:
+        raise SpecError(_FIELD, "moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, "
+                        "global_aux_loss or none load balancing", "change the balancing type or drop the factor")
+    if "--moe-pad-expert-input-to-capacity" in v and (capacity is None or capacity < 0):
+        raise SpecError(_FIELD, "moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity",
+                        "give --moe-expert-capacity-factor")
+    float_value(v, "--moe-aux-loss-coeff", _FIELD)
+    for flag, size, what in (("--moe-ffn-hidden-size", etp, "expert tensor-parallel size"),
+                             ("--moe-shared-expert-intermediate-size", tp, "tensor-parallel size")):
+        width = int_value(v, flag, None)
+        if width is not None and (width <= 0 or width % size):
+            raise SpecError(_FIELD, f"{flag} {width} is not a positive multiple of the {what} ({size}), "
+                            "over which its columns are split", f"choose a {what} that divides it")
+    if layers is not None:
+        _moe_layer_pattern(v, layers)
+
+
+def _mixed_layers(v: dict[str, str | None], layers: int | None) -> bool:
+    """Some layers dense by --moe-layer-freq (a list with a 0, or a frequency > 1)."""
+    pattern = _moe_layer_pattern(v, layers)
+    return 0 in pattern if isinstance(pattern, list) else pattern > 1
+
+
+def _moe_layer_pattern(v: dict[str, str | None], layers: int | None) -> int | list[int]:
+    """``--moe-layer-freq`` as ``moe_freq_type`` reads it: a positive integer, or a list expression of
+    digits, ``[]``, ``()``, ``+``, ``*`` and commas, evaluated here without ``eval``; the list has one
+    0 (dense) or 1 (MoE) per layer (``gpt_layer_specs.py``)."""
+    text = v.get("--moe-layer-freq") or "1"
+    if "[" not in text:
+        freq = int_value(v, "--moe-layer-freq", 1) or 0
+        if freq <= 0:
+            raise SpecError(_FIELD, f"--moe-layer-freq {text!r} is not a positive integer", "give 1 or a list")
+        return freq
+    try:
+        if re.search(r"[^,\d\[\]()+*]", text):
+            raise ValueError("characters other than digits, [], (), +, * and commas")
+        pattern = _list_expression(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError) as exc:
+        raise SpecError(_FIELD, f"--moe-layer-freq {text!r} is not a list expression: {exc}",
+                        "write it as e.g. ([0]*3+[1]*58)") from None
+    if not isinstance(pattern, list) or any(x not in (0, 1) for x in pattern):
+        raise SpecError(_FIELD, f"--moe-layer-freq {text!r} is not a list of 0 and 1", "give 0 (dense) or 1 (MoE)")
+    if layers is not None and len(pattern) != layers:
+        raise SpecError(_FIELD, f"--moe-layer-freq has {len(pattern)} entries, --num-layers is {layers}",
+                        "give one entry per layer")
+    return pattern
+
+
+def _list_expression(node: ast.expr) -> int | list[int]:
+    """Integers, lists of integers, ``+`` and ``*`` of them (at most 100,000 entries)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.List):
+        items = [_list_expression(e) for e in node.elts]
+        if all(isinstance(i, int) for i in items):
+            return [i for i in items if isinstance(i, int)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        left, right = _list_expression(node.left), _list_expression(node.right)
+        if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
+            return left + right
+        if isinstance(node.op, ast.Mult) and isinstance(left, list) and isinstance(right, int):
+            if len(left) * right > 100_000:
+                raise ValueError("more than 100,000 entries")
+            return left * right
+    raise ValueError("only lists of integers joined by + and repeated by * are read")
+
+
+def _check_latent_attention(v: dict[str, str | None]) -> None:
+    """Multi-latent attention rules (``arguments.py:1892``, ``transformer_config.py``
+    ``MLATransformerConfig.__post_init__``, ``argument_utils.py:335-341``) and MTP's position embeddings
+    (``arguments.py:1861-1866``)."""
+    position = v.get("--position-embedding-type") or "learned_absolute"
+    if "--multi-latent-attention" in v:
+        if "--group-query-attention" in v:
+            raise SpecError(_FIELD, "Group query attention is mutually exclusive with multi latent attention",
+                            "drop --group-query-attention")
+        if v.get("--rope-type") == "rope" and position == "rope" and "--no-rope-fusion" not in v:
+            raise SpecError(_FIELD, "apply_rope_fusion for MLA only works with YARN RoPE",
+                            "add --no-rope-fusion or drop --rope-type rope")
+        for flag in ("--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"):
+            if (int_value(v, flag, 1) or 0) <= 0:
+                raise SpecError(_FIELD, f"{flag} must be a positive integer", f"give {flag} a positive width")
+    elif v.get("--rope-type") not in (None, "rope"):
+        raise SpecError(_FIELD, f"Common attention only support rope_type=\"rope\", but got {v['--rope-type']}",
+                        "drop --rope-type or use --multi-latent-attention")
+    if (int_value(v, "--mtp-num-layers", 0) or 0) and position not in ("learned_absolute", "rope", "mrope", "none"):
+        raise SpecError(_FIELD, f"Multi-Token Prediction (MTP) is not supported with {position!r} position "
+                        "embedding type", "use rope or learned_absolute position embeddings")
 
 
 def float_value(values: dict[str, str | None], flag: str, field: str) -> float | None:

@@ -183,6 +183,61 @@ def test_latent_attention_refuses_what_its_rope_cannot_do(model: ModelSpec) -> N
         megatron_args(_request(model, 256, config, 4096))
 
 
+BASE = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--num-layers", "8",
+        "--hidden-size", "512", "--num-attention-heads", "8", "--disable-bias-linear", "--micro-batch-size", "1",
+        "--global-batch-size", "8",
+        "--sequence-parallel", "--num-experts", "8", "--expert-model-parallel-size", "4",
+        "--expert-tensor-parallel-size", "1", "--moe-ffn-hidden-size", "1024"]
+
+
+def _without(argv: list[str], *flags: str) -> list[str]:
+    """``argv`` less ``flags`` and their values."""
+    out: list[str] = []
+    skipping = False
+    for word in argv:
+        skipping = word in flags or (skipping and not word.startswith("--"))
+        if not skipping:
+            out.append(word)
+    return out
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--num-experts", "6"], "multiple of expert model parallel"),
+    (["--expert-tensor-parallel-size", "2", "--expert-model-parallel-size", "8"], "etp*ep*pp"),
+    ([*_without(BASE, "--disable-bias-linear"), "--expert-tensor-parallel-size", "2"], "Bias in Moe"),
+    (_without(BASE, "--disable-bias-linear", "--expert-tensor-parallel-size"), "etp is 2"),  # default etp: tp
+    (_without(BASE, "--sequence-parallel"), "--sequence-parallel"),
+    (["--num-experts", "0"], "num_experts must be non None"),
+    (["--moe-router-topk", "9"], "more than the 8 experts"),
+    (["--moe-router-topk", "1"], "pre-softmax"),
+    (["--moe-router-load-balancing-type", "sinkhorn", "--moe-expert-capacity-factor", "1.0"], "capacity_factor"),
+    (["--moe-router-load-balancing-type", "balanced"], "not one of"),
+    (["--moe-pad-expert-input-to-capacity"], "capacity_factor must be set"),
+    (["--moe-token-dispatcher-type", "deepep"], "allgather, alltoall or flex"),
+    (["--moe-ffn-hidden-size", "1001", "--expert-tensor-parallel-size", "2"], "expert tensor-parallel"),
+    (["--moe-shared-expert-intermediate-size", "1001"], "tensor-parallel size"),
+    (["--moe-layer-freq", "([0]*3+[1]*4)"], "7 entries"),
+    (["--moe-layer-freq", "([0]*3+[2]*5)"], "list of 0 and 1"),
+    (["--moe-layer-freq", "[0]*9**9**9"], "not a list expression"),
+    (["--moe-layer-freq", "[0]*8+__import__('os')"], "not a list expression"),
+    (["--moe-layer-freq", "0"], "positive integer"),
+    (["--hidden-size", "500"], "--kv-channels"),
+    (["--multi-latent-attention", "--group-query-attention"], "mutually exclusive"),
+    (["--multi-latent-attention", "--position-embedding-type", "rope", "--rope-type", "rope"], "YARN"),
+    (["--rope-type", "yarn"], "Common attention"),
+    (["--mtp-num-layers", "1", "--position-embedding-type", "alibi"], "Multi-Token Prediction"),
+    (["--pipeline-model-parallel-layout", "Et*4|t*4mL"], "MTP layers"),
+])
+def test_moe_rules_refuse(argv: list[str], needle: str) -> None:
+    check_megatron_args(BASE, 16)
+    check_megatron_args([*BASE, "--moe-layer-freq", "([0]*3+[1]*5)", "--mtp-num-layers", "1",
+                         "--pipeline-model-parallel-layout", "Et*4|t*4mL"], 16)
+    full = argv if argv[0] == BASE[0] else [*BASE, *argv]
+    with pytest.raises(SpecError, match="megatron_args") as err:
+        check_megatron_args(full, 16)
+    assert needle in str(err.value)
+
+
 def _sample(model: ModelSpec, gpus: int, batch: int, n: int) -> list[LaunchRequest]:
     cluster = search.cluster_preset("dgx-h100", gpus // 8)
     space = search.enumerate_space(model, gpus, batch, "megatron")
