@@ -36,8 +36,21 @@ def _bands() -> dict[str, Any]:
     return bands if isinstance(bands, dict) else {}
 
 
-def error_band(framework: str, gpu_name: str) -> float:
-    """Relative iteration-time error to expect (0.07 = +-7 %) for ``framework`` on ``gpu_name``."""
+def error_band(framework: str, gpu_name: str, moe: bool = False) -> float:
+    """Relative iteration-time error to expect (0.07 = +-7 %) for ``framework`` on ``gpu_name``; for
+    a mixture of experts (``moe``) at least the error measured on the published MoE runs, and at
+    least the worst source's while those are fewer than :data:`MIN_RUNS`."""
+    dense = _dense_band(framework, gpu_name)
+    if not moe:
+        return dense
+    measured = _bands().get("moe") or {}
+    worst = float(_bands().get("worst_source", FALLBACK_BAND))
+    if measured.get("n", 0) >= MIN_RUNS:
+        return max(dense, float(measured["mape"]))
+    return max(dense, worst, float(measured.get("mape", 0.0)))
+
+
+def _dense_band(framework: str, gpu_name: str) -> float:
     bands = _bands()
     by_pair = bands.get("by_runtime_gpu", {})
     pair = by_pair.get(f"{framework}/{gpu_family(gpu_name)}")

@@ -213,9 +213,9 @@ def pareto_sweep(fitting: Sequence[Candidate], ev: Evaluator) -> None:
             best = max(best, pred.tokens_per_s)
 
 
-def sweep_band(candidates: Sequence[Candidate], cluster: ClusterSpec) -> float:
+def sweep_band(candidates: Sequence[Candidate], cluster: ClusterSpec, moe: bool = False) -> float:
     """The widest error band of the runtimes among ``candidates`` on this GPU (for :func:`sweep`)."""
-    return max((error_band(fw, cluster.gpu.name) for fw in {c.framework for c in candidates}), default=0.0)
+    return max((error_band(fw, cluster.gpu.name, moe) for fw in {c.framework for c in candidates}), default=0.0)
 
 
 def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int, int]:

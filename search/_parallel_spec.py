@@ -212,6 +212,10 @@ def _check_experts(model: ModelSpec, c: ParallelConfig) -> None:
     if model.moe.expert_ffn % c.etp:
         raise SpecError("ParallelConfig.etp", f"{c.etp} does not divide moe.expert_ffn={model.moe.expert_ffn}",
                         f"use an etp that divides {model.moe.expert_ffn}")
+    if model.bias and c.etp > 1:
+        raise SpecError("ParallelConfig.etp", "expert tensor parallelism with biased expert layers is refused by "
+                        "megatron-core (moe experts: bias only with expert_tensor_parallel_size 1)",
+                        "set etp=1, or a model without biases")
     if model.moe.shared_expert_ffn % c.tp:
         raise SpecError("ParallelConfig.tp",
                         f"{c.tp} does not divide moe.shared_expert_ffn={model.moe.shared_expert_ffn}",

@@ -73,6 +73,12 @@ PRECISION_DTYPE = {"mxfp8": "fp8", "nvfp4": "fp4"}
 """The tensor-core type each recipe runs its GEMMs on (the peak MFU is measured against)."""
 
 
+def check_precision(gpu: GPUSpec, precision: str) -> None:
+    """Raise :class:`SpecError` unless ``gpu`` has the tensor cores ``precision`` runs on."""
+    gpu.peak_flop_per_s(cast(Dtype, PRECISION_DTYPE.get(precision, precision)))
+    gemm_speedup(gpu, precision, default_calibration())
+
+
 def gemm_speedup(gpu: GPUSpec, precision: str, cal: Calibration) -> float:
     """End-to-end speed-up of a recipe's GEMMs over BF16 on ``gpu``.
 
@@ -367,8 +373,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         stage_layers=counts,
         stage_times_s=stage_s,
         stage_peak_memory_bytes=tuple(sum(b.values()) for b in stage_breakdowns(model, c, training, m, cal).values()),
-        error_band=error_band(training.framework, gpu.name),
+        error_band=error_band(training.framework, gpu.name, model.moe is not None),
     )
 
 
-__all__ = ["predict", "predict_memory", "time_lower_bound_s"]
+__all__ = ["check_precision", "predict", "predict_memory", "time_lower_bound_s"]

@@ -24,6 +24,11 @@ NODE_FOR_GPU = {
     "a100-sxm4-80gb": "dgx-a100-80gb",
     "h100-sxm5-80gb": "dgx-h100",
     "h200-sxm-141gb": "dgx-h200",
+    "h100-sxm-hbm2e-96gb": "grand-teton-h100-hbm2e",
+    "b200-sxm-180gb": "dgx-b200",
+    "b300-sxm-270gb": "dgx-b300",
+    "gb200-nvl72": "gb200-nvl72",
+    "gb300-nvl72": "gb300-nvl72",
 }
 
 _POSITION_EMBEDDINGS = {"learned": "learned", "learned_absolute": "learned", "rope": "rope", "alibi": "alibi"}
@@ -60,7 +65,7 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
     "cluster": {
         "gpu": MODELLED, "num_gpus": MODELLED, "gpus_per_node": MODELLED,
         "network": MODELLED,  # link rates, NVLink count and host RAM parsed from the text; else the node preset
-        "nvlink_domain": CHECKED,  # must be one node
+        "nvlink_domain": CHECKED,  # one node, or the preset's NVLink domain (72: an NVL72 rack of 4-GPU trays)
         "peak_flop_per_s_per_gpu": INFORMATIONAL,  # the source's utilisation convention; the GPU preset is used
     },
     "config": {
@@ -132,6 +137,13 @@ class RecordRefused(SpecError):
                          "leave the record out until the cost model can express it, or correct it")
 
 
+def _domain(gpu: str) -> int:
+    """GPUs in one NVLink domain of the node preset that runs ``gpu``."""
+    from search._cluster_presets import NODES
+
+    return NODES[NODE_FOR_GPU[gpu]].nvlink_domain
+
+
 def recipe_precision(precision: str | None, recipe: str | None) -> str | None:
     """The :class:`TrainingSpec` precision of a record's precision and FP8 recipe, or None when the
     recipe is not modelled: one scale per tensor (Transformer Engine delayed or current scaling,
@@ -181,9 +193,9 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
         refuse("cluster.gpu", f"{gpu!r} is not a GPU the cost model has a preset for "
                f"({', '.join(sorted(NODE_FOR_GPU))})", GPU)
     domain, gpn = cl.get("nvlink_domain"), cl.get("gpus_per_node")
-    if domain is not None and gpn is not None and domain != gpn:
-        refuse("cluster.nvlink_domain", f"an NVLink domain of {domain} GPUs across nodes of {gpn} is not modelled "
-               "(NVLink inside a node, the network between nodes)", TOPOLOGY)
+    if domain is not None and gpn is not None and domain != gpn and not (gpu in NODE_FOR_GPU and domain == _domain(gpu)):
+        refuse("cluster.nvlink_domain", f"an NVLink domain of {domain} GPUs across nodes of {gpn} is not the "
+               f"{gpu!r} preset's ({_domain(gpu) if gpu in NODE_FOR_GPU else 'none'})", TOPOLOGY)
 
     moe = m.get("moe")
     if moe is not None:

@@ -124,7 +124,8 @@ def _node(cluster: dict[str, Any]) -> NodeSpec:
     base = NODES[NODE_FOR_GPU[gpu_id]]
     gpn = int(cluster.get("gpus_per_node") or base.gpus_per_node)
     gpn = min(gpn, int(cluster.get("num_gpus") or gpn))
-    node = replace(base, gpus_per_node=gpn,
+    domain = base.nvlink_domain_gpus if base.nvlink_domain_gpus % gpn == 0 else 0
+    node = replace(base, gpus_per_node=gpn, nvlink_domain_gpus=domain,
                    inter_node_bytes_per_s=base.inter_node_bytes_per_s * gpn / base.gpus_per_node)
     if (net := network_bytes_per_s(cluster.get("network"))) is not None:
         node = replace(node, inter_node_bytes_per_s=net * NETWORK_EFFICIENCY)

@@ -95,7 +95,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         # top k (with everything in the best one's error band) by branch and bound over those that fit.
         fitting = ev.scan_memory(candidates)
         pareto_sweep(fitting, ev)
-        sweep(fitting, ev, top_k, "throughput", progress, band=sweep_band(fitting, cluster))
+        sweep(fitting, ev, top_k, "throughput", progress, band=sweep_band(fitting, cluster, model.moe is not None))
         study = tell_study(ev, objective, name, top_k)
     else:
         study = run_sampler(candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,

@@ -155,7 +155,7 @@ def expert_options(model: ModelSpec, tp: int, cp: int, dp: int) -> tuple[tuple[i
     ranks = tp * cp * dp
     out = []
     for etp in sorted({1, tp}):
-        if model.moe.expert_ffn % etp:
+        if model.moe.expert_ffn % etp or (model.bias and etp > 1):
             continue
         out += [(ep, etp) for ep in _divisors(model.moe.experts) if ranks % (ep * etp) == 0]
     return tuple(out)

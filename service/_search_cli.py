@@ -243,12 +243,12 @@ def _what_if_row(result: SearchResult, tokens: float | None) -> dict[str, Any]:
 # leave lowest priority first (a layout column that reads the same on every row before any other).
 _KEEP = frozenset({"rank", "framework", "dp", "tp", "pp", "mb", "zero", "tokens/s", "peak GiB", "$/M tokens"})
 _PRIORITY = {"bottleneck": 0, "iteration s": 1, "MFU": 2, "recompute": 3, "sp": 4, "vp": 5, "cp": 6,
-             "offload (opt/param)": 7}
+             "offload (opt/param)": 7, "ep": 8, "etp": 8}
 _LEFT = frozenset({"framework", "offload (opt/param)", "recompute", "bottleneck"})
 
 
 def _ranked_columns(columns: list[str], rows: list[list[str]]) -> list[Column]:
-    uniform = {c for i, c in enumerate(columns) if c in ("vp", "cp", "sp", "offload (opt/param)")
+    uniform = {c for i, c in enumerate(columns) if c in ("vp", "cp", "sp", "offload (opt/param)", "ep", "etp")
                and len({row[i] for row in rows}) <= 1}
     return [Column(c, left=c in _LEFT, keep=c in _KEEP, priority=-1 if c in uniform else _PRIORITY.get(c, 9))
             for c in columns]
@@ -260,12 +260,15 @@ def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
     print(f"{result.model} on {result.num_nodes} x {result.cluster} = {result.world_size} GPUs, global batch "
           f"{args.global_batch}, {args.precision}, framework {result.framework}, objective {result.objective}")
     cost = result.objective == "cost"
-    columns = ["rank", "framework", "dp", "tp", "pp", "vp", "cp", "sp", "mb", "zero", "offload (opt/param)",
-               "recompute", "tokens/s", "MFU", "iteration s", "peak GiB", "bottleneck", *(["$/M tokens"] * cost)]
+    moe = any(r.config.ep > 1 or r.config.etp > 1 for r in result.top)
+    columns = ["rank", "framework", "dp", "tp", "pp", "vp", "cp", *(["ep", "etp"] * moe), "sp", "mb", "zero",
+               "offload (opt/param)", "recompute", "tokens/s", "MFU", "iteration s", "peak GiB", "bottleneck",
+               *(["$/M tokens"] * cost)]
     rows = []
     for r in result.top:
         c, p = r.config, r.prediction
         rows.append([str(r.rank), r.framework, str(c.dp), str(c.tp), str(c.pp), str(c.vp), str(c.cp),
+                     *([str(c.ep), str(c.etp)] * moe),
                      ("yes+ovl" if c.tp_comm_overlap else "yes") if c.sp else "-", str(c.micro_batch),
                      str(c.zero_stage),
                      "-" if c.offload_optimizer == c.offload_param == "none" else

@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline stages (default: 1)")
     p.add_argument("--vp", type=int, default=1, metavar="N", help="virtual stages per pipeline rank (default: 1)")
     p.add_argument("--cp", type=int, default=1, metavar="N", help="context-parallel degree (default: 1)")
+    p.add_argument("--ep", type=int, default=1, metavar="N",
+                   help="expert-parallel degree, MoE models (default: 1; folded into tp*cp*dp as Megatron-Core does)")
+    p.add_argument("--etp", type=int, default=1, metavar="N", help="expert tensor-parallel degree (default: 1)")
     p.add_argument("--sp", action="store_true", help="Megatron sequence parallelism (needs tp > 1)")
     p.add_argument("--tp-comm-overlap", action="store_true",
                    help="Megatron-Core --tp-comm-overlap: TP collectives pipelined with GEMMs (needs --sp)")
@@ -135,8 +138,10 @@ def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig
         offload_param=args.offload_param, recompute=args.recompute, tp_comm_overlap=args.tp_comm_overlap,
         stage_layers=args.stage_layers,
     )
+    # The expert degrees fold into tp*cp*dp: set them once dp is known.
+    experts = {"ep": args.ep, "etp": args.etp}
     if args.dp is not None:
-        return config
+        return dataclasses.replace(config, **experts)
     mp = config.model_parallel_size
     if world_size % mp:
         raise SpecError(
@@ -145,7 +150,7 @@ def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig
             f"tp*pp*cp = {config.tp}*{config.pp}*{config.cp} = {mp}",
             f"choose tp, pp and cp whose product divides {world_size}, or change --nodes",
         )
-    return dataclasses.replace(config, dp=world_size // mp)
+    return dataclasses.replace(config, dp=world_size // mp, **experts)
 
 
 def describe(model: ModelSpec, cluster: ClusterSpec, c: ParallelConfig, t: TrainingSpec) -> str:
@@ -154,6 +159,7 @@ def describe(model: ModelSpec, cluster: ClusterSpec, c: ParallelConfig, t: Train
         f" offload(optimizer={c.offload_optimizer}, param={c.offload_param})")
     return (f"{model.name} on {cluster.name}, {cluster.num_nodes} x {cluster.node.gpus_per_node} = "
             f"{cluster.world_size} GPUs: dp={c.dp} tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp}"
+            f"{f' ep={c.ep} etp={c.etp}' if model.moe is not None else ''}"
             f"{' sp' if c.sp else ''} micro-batch={c.micro_batch} global-batch={t.global_batch} "
             f"zero={c.zero_stage}{offload} recompute={c.recompute} {t.precision} {t.framework}")
 

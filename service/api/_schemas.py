@@ -145,6 +145,8 @@ class GPUIn(_In):
     tf32_flop_per_s: float | None = _figure("tf32_flop_per_s", "dense FLOP/s (null: none)", None)
     fp32_flop_per_s: float = _figure("fp32_flop_per_s", "dense FLOP/s")
     fp8_flop_per_s: float | None = _figure("fp8_flop_per_s", "dense FLOP/s (null: no fp8 tensor cores)", None)
+    fp4_flop_per_s: float | None = _figure("fp4_flop_per_s", "dense FLOP/s (null: no fp4 tensor cores; mxfp8 and "
+                                           "nvfp4 need them)", None)
     matmul_efficiency: float = _figure("matmul_efficiency", "achievable fraction of peak for large GEMMs", 0.8)
     attention_efficiency: float = _figure("attention_efficiency", "achievable fraction of peak for attention", 0.6)
 
@@ -162,6 +164,8 @@ class NodeIn(_In):
     nvme_read_bytes_per_s: float = _figure("nvme_read_bytes_per_s", "bytes/s")
     nvme_write_bytes_per_s: float = _figure("nvme_write_bytes_per_s", "bytes/s")
     cpu_adam_params_per_s: float = _figure("cpu_adam_params_per_s", "parameter updates/s")
+    nvlink_domain_gpus: int = Field(default=0, ge=0, le=65_536, description="GPUs reachable over NVLink when more "
+                                    "than one node (72 for an NVL72 rack of 4-GPU trays); 0 means the node.")
 
 
 class ClusterIn(_In):
@@ -190,7 +194,9 @@ class TrainingIn(_In):
     """Sequences per optimizer step and the mixed precision."""
 
     global_batch: int = Field(ge=1, le=10_000_000)
-    precision: Literal["bf16", "fp16", "fp8"] = "bf16"
+    precision: Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"] = Field(
+        default="bf16", description="bf16, fp16, or low-precision GEMMs: fp8 (one scale per tensor), mxfp8 and "
+        "nvfp4 (block scales; Blackwell and Megatron-Core only).")
 
 
 class ConfigIn(_In):

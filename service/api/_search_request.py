@@ -28,6 +28,7 @@ from search import (
     enumerate_space,
     staleness,
 )
+from search._predict import check_precision
 from service.api._search_models import SearchIn
 from service.api._settings import Settings
 from service.api._specs import cluster_spec, load_profile, model_spec
@@ -129,7 +130,7 @@ def _specs(body: SearchIn, db: Database) -> tuple[ModelSpec, ClusterSpec]:
         model = model_spec(body.model)
         base = cluster_spec(body.cluster.model_copy(update={"profile_id": None}), db)[0]
         TrainingSpec(body.training.global_batch, body.training.precision)
-        base.gpu.peak_flop_per_s(body.training.precision)  # the GPU has the precision's tensor cores
+        check_precision(base.gpu, body.training.precision)  # the GPU has the recipe's tensor cores
     except UnknownPresetError as err:
         kind = "model" if err.kind == "model" else "cluster"  # cluster presets are named after their node
         raise SpecError(f"{kind}.preset", f"unknown {kind} preset {err.name!r}",

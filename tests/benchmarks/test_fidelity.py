@@ -259,8 +259,8 @@ def test_several_data_files_are_read_together(tmp_path: Path, capsys: pytest.Cap
 def _bad_records() -> list:
     moe = _record("moe")
     moe["model"]["moe"] = {"experts": 8, "topk": 2, "expert_ffn": moe["model"]["ffn"], "token_drop": True}
-    gpu = _record("b200")
-    gpu["cluster"]["gpu"] = "b200-sxm-180gb"
+    gpu = _record("mi300x")
+    gpu["cluster"]["gpu"] = "mi300x-192gb"
     unknown = _record("unknown-field")
     unknown["config"]["zero_bubble"] = True
     no_config = _record("no-config")
@@ -277,7 +277,7 @@ def _bad_records() -> list:
 
 EXPECTED_REFUSALS = {
     "moe": ("model.moe.token_drop", "mixture of experts"),
-    "b200": ("cluster.gpu", "unknown GPU"),
+    "mi300x": ("cluster.gpu", "unknown GPU"),
     "unknown-field": ("config.zero_bubble", "unknown field"),
     "no-config": ("config", "malformed record"),
     "wrong-type": ("record", "malformed record"),
@@ -316,7 +316,7 @@ def test_the_published_2024_2026_rows_are_predicted_or_refused_with_reasons() ->
     refused = {row.id: {r.field for r in row.refusals} for row in got.refused}
     as_moe = {run.id for run in got.runs if run.model.moe is not None}
     assert moe_ids == as_moe | (moe_ids & set(refused)) and not as_moe & set(refused)
-    assert len(as_moe) == 3  # Qwen3-30B-A3B on H100; GPT-OSS (sliding window) and token-drop rows refused
+    assert len(as_moe) == 37  # H100 and Blackwell; GPT-OSS (sliding window) and token-drop rows refused
     assert all(refused[i] for i in moe_ids - as_moe)
     uneven = {r["id"] for r in records if r["config"].get("uneven_pipeline")}
     assert len(uneven) == 51
@@ -324,12 +324,14 @@ def test_the_published_2024_2026_rows_are_predicted_or_refused_with_reasons() ->
     predicted = {run.id: run for run in got.runs}
     for i in uneven & set(predicted):  # expressed with the layout left open and completed as tuned
         assert "stage_layers" in predicted[i].unknown
-    assert summary["by_reason"]["unknown GPU"] == sum(
-        1 for r in records if r["cluster"]["gpu"] not in ("h100-sxm5-80gb", "a100-sxm4-80gb"))
+    from search._runs_fields import NODE_FOR_GPU
+    assert summary["by_reason"].get("unknown GPU", 0) == sum(
+        1 for r in records if r["cluster"]["gpu"] not in NODE_FOR_GPU) == 0  # every GPU of the file has a preset
     results = fidelity.evaluate(got.runs)
     assert all(r.error is None for r in results)
     families = fidelity.summarize(results)["moe_families"]
-    assert list(families) == ["Qwen3-30B-A3B"] and families["Qwen3-30B-A3B"]["n_time"] == 3
+    assert set(families) == {"DeepSeek-V3 671B", "Qwen3-235B-A22B", "Qwen3-30B-A3B"}
+    assert sum(f["n_time"] for f in families.values()) == 37
 
 
 def test_runs_with_open_fields_are_completed_as_tuned(summary: dict) -> None:

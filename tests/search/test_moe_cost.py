@@ -97,11 +97,16 @@ def test_the_search_space_and_a_search_rank_expert_layouts() -> None:
     from search import search
     result = search(QWEN, cluster_preset("dgx-h100", 2), 256, precision="fp8", framework="megatron", top_k=5)
     assert result.exhaustive and result.top
-    best = result.top[0]
-    assert best.config.ep > 1 and best.prediction.feasible and "ep_comm" in best.prediction.time_breakdown_s
-    slower = predict(QWEN, cluster_preset("dgx-h100", 2), dataclasses.replace(best.config, ep=1),
+    fastest = max(result.top, key=lambda r: r.prediction.tokens_per_s)
+    assert fastest.config.ep > 1 and fastest.prediction.feasible and "ep_comm" in fastest.prediction.time_breakdown_s
+    slower = predict(QWEN, cluster_preset("dgx-h100", 2), dataclasses.replace(fastest.config, ep=1),
                      TrainingSpec(256, precision="fp8"))
-    assert slower.iteration_time_s > best.prediction.iteration_time_s or not slower.feasible
+    assert slower.iteration_time_s > fastest.prediction.iteration_time_s or not slower.feasible
+    # An MoE answer is only as sure as the model's error on published MoE runs (30 % on 3 runs): what
+    # lies within it of the fastest is marked equivalent, and the simplest of those ranks first.
+    assert fastest.prediction.error_band >= 0.069
+    first = result.top[0]
+    assert first is fastest or (first.equivalent_to_best and fastest.equivalent_to_best)
 
 
 def test_moe_validation_names_the_field() -> None:

@@ -112,7 +112,7 @@ def test_a_field_the_schema_does_not_have_is_refused_unless_null() -> None:
 
 def test_a_record_is_refused_with_every_reason() -> None:
     rec = _with("model.moe", {"experts": 8, "topk": 2, "expert_ffn": 96, "token_drop": True},
-                _with("cluster.gpu", "gb200-nvl72", _with("config.moe_dispatcher", "flex")))
+                _with("cluster.gpu", "mi300x-192gb", _with("config.moe_dispatcher", "flex")))
     with pytest.raises(RecordRefused) as info:
         run_from_record(rec)
     assert [r.field for r in info.value.refusals] == ["cluster.gpu", "model.moe.token_drop", "config.moe_dispatcher"]

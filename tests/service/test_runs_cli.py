@@ -175,7 +175,8 @@ def _spec_of(run: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def test_the_gpu_ids_are_those_of_hardware_json_and_of_every_cluster_preset() -> None:
-    ids = [gpu["id"] for gpu in json.loads(HARDWARE.read_text())["gpus"]]
+    ids = [gpu["id"] for path in (HARDWARE, HARDWARE.with_name("hardware_2024_2026.json"))
+           for gpu in json.loads(path.read_text())["gpus"]]
     assert set(CALIBRATION_GPU_IDS) == set(ids)
     from search._cluster_presets import NODE_GPU
 
