@@ -25,15 +25,25 @@ NETWORK_EFFICIENCY = 0.96
 # FlashAttention-2 best fraction of peak (Dao 2023, arXiv:2307.08691 Sec. 4.1): A100 230/312 = 0.73,
 # H100 335/989 = 0.34 (no Hopper-specific instructions); V100 is not supported by FlashAttention
 # (0.5 is a placeholder that only applies if a model on V100 says attention="flash").
+HOPPER_FUSED_ATTENTION = 0.55
+"""Hopper's own fused attention (FlashAttention-3; Transformer Engine's cuDNN backend is of the same
+generation), forward + backward: FlashAttention-2's 0.34 (Dao 2023) times FA3's speed-up over it,
+1.5-2.0x forward and 1.5-1.75x backward (Shah et al. 2024, arXiv:2407.08608, abstract and Sec. 4.1;
+backward is 5 of the 7 matmuls), midpoint 1.625. Runtimes on Transformer Engine use it (Megatron-Core)."""
+BLACKWELL_FUSED_ATTENTION = 0.62
+"""Blackwell's (FlashAttention-4 / cuDNN), forward + backward: Dao-AILab/flash-attention PR #2280, hdim
+128, seq 8192 on B200: 1534.8 TFLOP/s forward in 1.433 ms and 1359.8 backward in 4.043 ms, 1405 of
+2250 dense TFLOP/s together (see the Blackwell comment below)."""
+
 GPUS: dict[str, GPUSpec] = {
     "v100-sxm3-32gb": GPUSpec("v100-sxm3-32gb", 32 * GiB, 900e9, 125e12, None, None, 15.7e12, None, 0.78, 0.5),
     "v100-32gb": GPUSpec("v100-32gb", 32 * GiB, 900e9, 125e12, None, None, 15.7e12, None, 0.78, 0.5),
     "a100-sxm4-40gb": GPUSpec("a100-sxm4-40gb", 40 * GiB, 1555e9, 312e12, 312e12, 156e12, 19.5e12, None, 0.869, 0.73),
     "a100-sxm4-80gb": GPUSpec("a100-sxm4-80gb", 80 * GiB, 2039e9, 312e12, 312e12, 156e12, 19.5e12, None, 0.869, 0.73),
     "h100-sxm5-80gb": GPUSpec("h100-sxm5-80gb", 80 * GiB, 3350e9, 989.4e12, 989.4e12, 494.7e12, 66.9e12,
-                              1978.9e12, 0.803, 0.34),
+                              1978.9e12, 0.803, 0.34, fused_attention_efficiency=HOPPER_FUSED_ATTENTION),
     "h200-sxm-141gb": GPUSpec("h200-sxm-141gb", 141 * GiB, 4800e9, 989e12, 989e12, 494.7e12, 66.9e12,
-                              1979e12, 0.803, 0.34),
+                              1979e12, 0.803, 0.34, fused_attention_efficiency=HOPPER_FUSED_ATTENTION),
 }
 
 # Blackwell and the H100 HBM2e 96GB, from hardware_2024_2026.json (dense peaks; memory as its
@@ -68,15 +78,19 @@ GPUS: dict[str, GPUSpec] = {
 #   seq 8192: 1534.8 TFLOP/s forward in 1.433 ms, 1359.8 backward in 4.043 ms).
 GPUS.update({
     "b200-sxm-180gb": GPUSpec("b200-sxm-180gb", 180 * GiB, 8000e9, 2250e12, 2250e12, 1100e12, 80e12, 4500e12,
-                              1745.0 / 2250, 0.34, fp4_flop_per_s=9000e12),
+                              1745.0 / 2250, 0.34, fp4_flop_per_s=9000e12,
+                              fused_attention_efficiency=BLACKWELL_FUSED_ATTENTION),
     "gb200-nvl72": GPUSpec("gb200-nvl72", 186 * GiB, 8000e9, 2500e12, 2500e12, 1250e12, 90e12, 5000e12,
-                           1822.0 / 2500, 0.34, fp4_flop_per_s=10000e12),
+                           1822.0 / 2500, 0.34, fp4_flop_per_s=10000e12,
+                           fused_attention_efficiency=BLACKWELL_FUSED_ATTENTION),
     "b300-sxm-270gb": GPUSpec("b300-sxm-270gb", 270 * GiB, 8000e9, 2250e12, 2250e12, 1125e12, 75e12, 4500e12,
-                              1769.0 / 2250, 0.34, fp4_flop_per_s=13125e12),
+                              1769.0 / 2250, 0.34, fp4_flop_per_s=13125e12,
+                              fused_attention_efficiency=BLACKWELL_FUSED_ATTENTION),
     "gb300-nvl72": GPUSpec("gb300-nvl72", 279 * GiB, 8000e9, 2500e12, 2500e12, 1250e12, 80e12, 5000e12,
-                           1822.0 / 2500, 0.34, fp4_flop_per_s=15000e12),
+                           1822.0 / 2500, 0.34, fp4_flop_per_s=15000e12,
+                           fused_attention_efficiency=BLACKWELL_FUSED_ATTENTION),
     "h100-sxm-hbm2e-96gb": GPUSpec("h100-sxm-hbm2e-96gb", 96 * GiB, 2400e9, 989.4e12, 989.4e12, 494.7e12, 66.9e12,
-                                   1978.9e12, 0.803, 0.34),
+                                   1978.9e12, 0.803, 0.34, fused_attention_efficiency=HOPPER_FUSED_ATTENTION),
 })
 
 # Node links are achievable NCCL bus bandwidths (nccl-tests busbw), not line rates:

@@ -35,7 +35,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "memory_bytes": MEMORY_BYTES, "hbm_bytes_per_s": BYTES_PER_S,
     **dict.fromkeys(("fp16_flop_per_s", "bf16_flop_per_s", "tf32_flop_per_s", "fp32_flop_per_s", "fp8_flop_per_s",
                      "fp4_flop_per_s"), FLOP_PER_S),
-    "matmul_efficiency": FRACTION, "attention_efficiency": FRACTION,
+    "matmul_efficiency": FRACTION, "attention_efficiency": FRACTION, "fused_attention_efficiency": FRACTION,
     **dict.fromkeys(("intra_node_bytes_per_s", "inter_node_bytes_per_s", "pcie_bytes_per_s", "nvme_read_bytes_per_s",
                      "nvme_write_bytes_per_s"), BYTES_PER_S),
     "cpu_memory_bytes": MEMORY_BYTES, "nvme_bytes": NVME_BYTES, "cpu_adam_params_per_s": PARAMS_PER_S,
@@ -77,6 +77,11 @@ class GPUSpec:
     hardware profile; empty means the preset roofline (matmul_efficiency x peak, tile-quantised)."""
     fp4_flop_per_s: float | None = None
     """Dense FP4 (NVFP4 / MXFP4) tensor-core peak; None where the GPU has none (before Blackwell)."""
+    fused_attention_efficiency: float | None = None
+    """Best fraction of dense peak the architecture's own fused attention reaches (forward +
+    backward, FLOPs as executed): FlashAttention-3 / cuDNN on Hopper, FlashAttention-4 / cuDNN on
+    Blackwell, which Transformer Engine (Megatron-Core) runs; None where FlashAttention-2 is the
+    best kernel (Ampere and older)."""
 
     def __post_init__(self) -> None:
         owner = f"GPUSpec({self.name})"
@@ -95,8 +100,10 @@ class GPUSpec:
             raise SpecError(f"{owner}.gemm_flop_per_s_by_size", "needs positive pairs sorted by FLOPs, "
                             f"each rate in [{low:g}, {high:g}] FLOP/s", "sort the measured GEMMs by size")
         object.__setattr__(self, "gemm_flop_per_s_by_size", table)
-        for name in ("matmul_efficiency", "attention_efficiency"):
+        for name in ("matmul_efficiency", "attention_efficiency", "fused_attention_efficiency"):
             value = getattr(self, name)
+            if value is None and name == "fused_attention_efficiency":
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not FRACTION[0] <= value <= 1:
                 raise SpecError(f"{owner}.{name}", f"{value!r} is outside [{FRACTION[0]:g}, 1]",
                                 "give the achievable fraction of peak, e.g. 0.85")

@@ -56,15 +56,30 @@ from search._stages import (
 )
 from search._support import model_support_warnings, support_warnings
 
+FUSED_ATTENTION_RUNTIMES = ("megatron",)
+"""Runtimes whose attention is Transformer Engine's fused kernel (cuDNN; FlashAttention-3-class on
+Hopper, -4-class on Blackwell; ``NVTE_FUSED_ATTN`` on by default): Megatron-Core. The others are
+costed with FlashAttention-2 (llm-foundry, torchtitan's SDPA as fitted, Megatron-DeepSpeed)."""
+
+
+def attention_efficiency(gpu: GPUSpec, framework: str) -> float:
+    """The attention kernel's fraction of peak on ``gpu`` under ``framework``: the GPU's own fused
+    kernel where the runtime runs it (:data:`FUSED_ATTENTION_RUNTIMES`) and the GPU has one, else
+    FlashAttention-2's."""
+    if framework in FUSED_ATTENTION_RUNTIMES and gpu.fused_attention_efficiency is not None:
+        return gpu.fused_attention_efficiency
+    return gpu.attention_efficiency
+
 
 @lru_cache(maxsize=64)
-def _kernels(gpu: GPUSpec, precision: str, cal: Calibration) -> tuple[Kernels, float]:
-    """Achievable kernel rates of ``gpu`` in ``precision`` and the peak MFU is measured against
-    (cached: a search predicts thousands of configurations on the same GPU). Raises, naming the
-    precisions the GPU supports, when it lacks ``precision``."""
+def _kernels(gpu: GPUSpec, precision: str, cal: Calibration, framework: str = "") -> tuple[Kernels, float]:
+    """Achievable kernel rates of ``gpu`` in ``precision`` under ``framework`` and the peak MFU is
+    measured against (cached: a search predicts thousands of configurations on the same GPU).
+    Raises, naming the precisions the GPU supports, when it lacks ``precision``."""
     mfu_peak = gpu.peak_flop_per_s(cast(Dtype, PRECISION_DTYPE.get(precision, precision)))
     peak = gpu.peak_flop_per_s("fp16" if precision == "fp16" else "bf16")
-    kernels = make_kernels(peak, gpu.matmul_efficiency, gpu.attention_efficiency, gpu.hbm_bytes_per_s, cal,
+    kernels = make_kernels(peak, gpu.matmul_efficiency, attention_efficiency(gpu, framework), gpu.hbm_bytes_per_s,
+                           cal,
                            gemm_speedup(gpu, precision, cal), gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size)
     return kernels, mfu_peak
 
@@ -149,13 +164,14 @@ class MicroBatchTerms:
 @lru_cache(maxsize=8192)
 def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
                        cp: int, sp: bool, micro_batch: int, recompute: str,
-                       tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1) -> MicroBatchTerms:
+                       tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1,
+                       framework: str = "") -> MicroBatchTerms:
     """Compute, TP/CP communication and recomputation of one layer, and LM-head time, per micro-batch.
 
     They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute), not on
     dp, pp or ZeRO, so a search reuses them across thousands of configurations.
     """
-    kernels, _ = _kernels(gpu, precision, cal)
+    kernels, _ = _kernels(gpu, precision, cal, framework)
     cluster = ClusterSpec(gpu=gpu, node=node)
     c = ParallelConfig(tp=tp, cp=cp, sp=sp, micro_batch=micro_batch, recompute=cast(Recompute, recompute),
                        tp_comm_overlap=tp_comm_overlap)
@@ -236,7 +252,7 @@ def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelCo
     cal = calibration or default_calibration()
     c = config
     t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
-                           c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp)
+                           c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework)
     stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), microbatch_overhead_s(training.framework, c.pp, cal),
                                   stage_moe_layer_counts(model, c))
     slowest = max(stage_s)
@@ -282,14 +298,14 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     check_compatible(model, cluster.world_size, config, training)
     c = config
     gpu = cluster.gpu
-    kernels, peak_for_mfu = _kernels(gpu, training.precision, cal)
+    kernels, peak_for_mfu = _kernels(gpu, training.precision, cal, training.framework)
     m = training.global_batch // (c.dp * c.micro_batch)
     tokens = c.micro_batch * model.seq_len / c.cp
     counts = stage_layer_counts(model, c)
     moe_counts = stage_moe_layer_counts(model, c)
 
     t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.micro_batch,
-                           c.recompute, c.tp_comm_overlap, c.ep, c.etp)
+                           c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework)
     lt = t.layer
     overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal)
     stage_s = stage_micro_batch_s(t, counts, overhead_mb_s, moe_counts)

@@ -193,9 +193,10 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
         refuse("cluster.gpu", f"{gpu!r} is not a GPU the cost model has a preset for "
                f"({', '.join(sorted(NODE_FOR_GPU))})", GPU)
     domain, gpn = cl.get("nvlink_domain"), cl.get("gpus_per_node")
-    if domain is not None and gpn is not None and domain != gpn and not (gpu in NODE_FOR_GPU and domain == _domain(gpu)):
+    preset_domain = _domain(gpu) if gpu in NODE_FOR_GPU else None
+    if domain is not None and gpn is not None and domain != gpn and domain != preset_domain:
         refuse("cluster.nvlink_domain", f"an NVLink domain of {domain} GPUs across nodes of {gpn} is not the "
-               f"{gpu!r} preset's ({_domain(gpu) if gpu in NODE_FOR_GPU else 'none'})", TOPOLOGY)
+               f"{gpu!r} preset's ({preset_domain or 'none'})", TOPOLOGY)
 
     moe = m.get("moe")
     if moe is not None:

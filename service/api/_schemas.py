@@ -149,6 +149,9 @@ class GPUIn(_In):
                                            "nvfp4 need them)", None)
     matmul_efficiency: float = _figure("matmul_efficiency", "achievable fraction of peak for large GEMMs", 0.8)
     attention_efficiency: float = _figure("attention_efficiency", "achievable fraction of peak for attention", 0.6)
+    fused_attention_efficiency: float | None = _figure(
+        "fused_attention_efficiency", "achievable fraction of peak of the GPU's own fused attention "
+        "(FlashAttention-3/4, cuDNN), which Megatron-Core runs; null: FlashAttention-2's is used", None)
 
 
 class NodeIn(_In):

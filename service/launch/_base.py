@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from search import ClusterSpec, HardwareProfile, ModelSpec, ParallelConfig, SpecError, TrainingSpec
+from search._parallel_spec import BLACKWELL_PRECISIONS
+from search._predict import check_precision
 
 from ._recipe import TrainingRecipe
 
@@ -40,6 +42,14 @@ class LaunchRequest:
     """Data, tokenizer, schedule, length, checkpoints and logging (placeholders where not given)."""
 
     def __post_init__(self) -> None:
+        # The GPU runs the precision recipe (MXFP8/NVFP4 need Blackwell), the runtime emits it (Megatron-Core
+        # alone for those two): every target's launch file would otherwise name a recipe nothing runs.
+        if self.training.precision in BLACKWELL_PRECISIONS:  # fp8/bf16 support: each emitter says it its way
+            check_precision(self.cluster.gpu, self.training.precision)
+        if self.training.precision in BLACKWELL_PRECISIONS and self.training.framework != "megatron":
+            raise SpecError("TrainingSpec.precision", f"{self.training.precision} is costed and emitted for "
+                            f"Megatron-Core only, not {self.training.framework}",
+                            "use framework megatron, or precision fp8 / bf16")
         # A value that becomes a program path or argument must not act as an option: torchrun takes
         # the last --rdzv-endpoint, so a train_script "--rdzv-endpoint=attacker:29400" would move the
         # rendezvous although every shell value is quoted (issue 17, found by an adversarial probe).

@@ -167,6 +167,14 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
         args.append("--fp16")
     elif t.precision == "fp8":
         args += [_require("--fp8-format", "fp8 training"), "hybrid", "--bf16"]
+    elif t.precision == "mxfp8":
+        # Transformer Engine's MXFP8BlockScaling: E4M3 with one E8M0 scale per 32 elements (Blackwell).
+        args += [_require("--fp8-format", "MXFP8 training"), "e4m3", _require("--fp8-recipe", "MXFP8 training"),
+                 "mxfp8", "--bf16"]
+    elif t.precision == "nvfp4":
+        # NVFP4BlockScaling (TE >= 2.7): --fp4-format excludes --fp8-format (arguments.py validate_args).
+        args += [_require("--fp4-format", "NVFP4 training"), "e2m1", _require("--fp4-recipe", "NVFP4 training"),
+                 "nvfp4", "--bf16"]
     else:
         args.append("--bf16")
     args += shape_args(m, MEGATRON_SPELLING)
@@ -313,6 +321,14 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
             raise SpecError(_FIELD, f"{word} is not an argument of Megatron-LM ({megatron_release()})",
                             "remove it or use the flag that release defines")
     v = arg_values(argv)
+    if "--fp4-format" in v and "--fp8-format" in v:  # arguments.py:1065
+        raise SpecError(_FIELD, "--fp4-format and --fp8-format cannot be used simultaneously",
+                        "choose one low-precision format")
+    bad_fp4 = "--fp4-format" in v and v["--fp4-format"] != "e2m1"
+    bad_recipe = "--fp8-recipe" in v and v["--fp8-recipe"] not in ("tensorwise", "delayed", "mxfp8", "blockwise")
+    if bad_fp4 or bad_recipe:  # transformer_config.py:573, 652 (the Literal values)
+        raise SpecError(_FIELD, "an FP4 format other than e2m1 or an unknown --fp8-recipe",
+                        "use --fp4-format e2m1, and --fp8-recipe tensorwise, delayed, mxfp8 or blockwise")
     tp = int_value(v, "--tensor-model-parallel-size", 1) or 1
     pp = int_value(v, "--pipeline-model-parallel-size", 1) or 1
     cp = int_value(v, "--context-parallel-size", 1) or 1
