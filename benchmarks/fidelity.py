@@ -169,7 +169,7 @@ def summarize(results: list[RunResult], claims_ok: list[bool] | None = None,
               refused: Sequence[RefusedRow] = ()) -> dict[str, Any]:
     """The JSON summary: overall and per-source time/memory errors, OOM and feasibility agreement,
     the pairwise ranking, the runs completed as tuned, the records refused and the mixture-of-experts
-runs' error per model family."""
+runs' error per model family, and the error per GPU type (dense and MoE apart)."""
     times = [r.time_ape for r in results if r.time_ape is not None]
     mems = [r.memory_ape for r in results if r.memory_ape is not None]
     ooms = [r.oom_correct for r in results if r.oom_correct is not None]
@@ -188,8 +188,12 @@ runs' error per model family."""
     overall_m = _stats(mems)
     completed = [r for r in results if r.completed]
     by_family: dict[str, list[float]] = defaultdict(list)
+    by_gpu: dict[str, list[float]] = defaultdict(list)
     for r in results:
-        if r.run.model.moe is not None and r.time_ape is not None:
+        if r.time_ape is None:
+            continue
+        by_gpu[f"{r.run.cluster.gpu.name} {'MoE' if r.run.model.moe is not None else 'dense'}"].append(r.time_ape)
+        if r.run.model.moe is not None:
             by_family[r.run.model.name].append(r.time_ape)
     summary: dict[str, Any] = {
         "n_runs": len(results),
@@ -206,6 +210,8 @@ runs' error per model family."""
         "refused": refusals(refused),
         "moe_families": {name: {"n_time": st["n"], "time_mape": st["mape"], "time_max_ape": st["max_ape"]}
                          for name, apes in sorted(by_family.items()) for st in (_stats(apes),)},
+        "per_gpu": {name: {"n_time": st["n"], "time_mape": st["mape"], "time_max_ape": st["max_ape"]}
+                    for name, apes in sorted(by_gpu.items()) for st in (_stats(apes),)},
     }
     if claims_ok is not None:
         summary["n_feasibility"] = len(claims_ok)
@@ -282,6 +288,9 @@ def print_table(results: list[RunResult], summary: dict[str, Any], claims: list[
     print(f"{'OVERALL':<50} {summary['n_time']:>4} {_fmt(summary['time_mape'], '6.1f'):>6} "
           f"{_fmt(summary['time_median_ape'], '6.1f'):>6} {_fmt(summary['time_max_ape'], '6.1f'):>6} "
           f"{summary['n_memory']:>4} {_fmt(summary['memory_mape'], '7.1f'):>7}")
+    for name, s in summary["per_gpu"].items():
+        print(f"{'GPU ' + name:<50} {s['n_time']:>4} {_fmt(s['time_mape'], '6.1f'):>6} {'':>6} "
+              f"{_fmt(s['time_max_ape'], '6.1f'):>6}")
     for name, s in summary["moe_families"].items():
         print(f"{'MoE ' + name:<50} {s['n_time']:>4} {_fmt(s['time_mape'], '6.1f'):>6} {'':>6} "
               f"{_fmt(s['time_max_ape'], '6.1f'):>6}")
