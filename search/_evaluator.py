@@ -104,13 +104,20 @@ class Evaluator:
         # micro-batches in flight at most inversely: stored = per-layer x min(mb (pp - r), batch/dp)),
         # so once a configuration does not fit, the same one with a larger micro-batch does not either.
         failed_from: dict[tuple[Any, ...], int] = {}
+        # TP communication overlap changes no memory term: its twin without overlap's plan is reused.
+        plans: dict[tuple[Any, ...], MemoryPlan] = {}
         for order, cand in enumerate(candidates, start=1):
             c = cand.config
             key = (cand.framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, c.offload_optimizer,
                    c.offload_param, c.recompute, c.tp_comm_overlap, c.stage_layers, c.ep, c.etp)
             if c.micro_batch >= failed_from.get(key, c.micro_batch + 1):
                 continue
-            plan = self.memory(cand)
+            twin = (*key[:11], c.stage_layers, c.ep, c.etp, c.micro_batch)
+            plan = plans.get(twin) if c.sp else None
+            if plan is None:
+                plan = self.memory(cand)
+                if c.sp:
+                    plans[twin] = plan
             if self.fits(plan):
                 self.fitting[cand] = plan
                 fitting.append(cand)

@@ -10,7 +10,7 @@ Each term is the part on the critical path (exposed), in seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import cast
 
@@ -171,6 +171,33 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute), not on
     dp, pp or ZeRO, so a search reuses them across thousands of configurations.
     """
+    dense, tp_fwd_s, cp_fwd_s = _dense_terms(model, gpu, node, precision, cal, tp, cp, sp, micro_batch, recompute,
+                                             tp_comm_overlap, framework)
+    if model.moe is None:
+        return dense
+    mt = _moe_times(model, gpu, node, precision, cal, tp, cp, sp, micro_batch, ep, etp, framework)
+    as_layer = LayerTimes(mt.gemm_s, mt.attention_s, mt.attention_backward_s, mt.elementwise_s)
+    # With SP the routed experts take their tokens from the sequence shards: only the attention (and
+    # the shared experts, which run on the gathered sequence) keep their TP all-gather/reduce-scatter.
+    tp_share = 1.0 if (not sp or model.moe.shared_expert_ffn) else 0.5
+    moe = MoEBlockTerms(
+        layer=mt,
+        compute_s=as_layer.forward_s + as_layer.backward_s,
+        tp_comm_s=tp_share * dense.tp_comm_s,
+        cp_comm_s=dense.cp_comm_s,
+        recompute_s=recompute_per_layer_s(recompute, model.attention, as_layer, tp_share * tp_fwd_s, cp_fwd_s)
+        + (mt.dispatch_s if recompute == "full" else 0.0),
+        ep_comm_s=2.0 * mt.dispatch_s,
+    )
+    return replace(dense, moe=moe, mtp_s=model.mtp_layers * (moe.layer_s + dense.head_s))
+
+
+@lru_cache(maxsize=8192)
+def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
+                 cp: int, sp: bool, micro_batch: int, recompute: str, tp_comm_overlap: bool,
+                 framework: str) -> tuple[MicroBatchTerms, float, float]:
+    """The dense layer's and the LM head's terms (what no expert degree changes), with the forward TP
+    and CP times an MoE block shares: cached apart so a search's expert layouts reuse them."""
     kernels, _ = _kernels(gpu, precision, cal, framework)
     cluster = ClusterSpec(gpu=gpu, node=node)
     c = ParallelConfig(tp=tp, cp=cp, sp=sp, micro_batch=micro_batch, recompute=cast(Recompute, recompute),
@@ -186,34 +213,23 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     cp_fwd_s, cp_bwd_s = cp_comm_per_layer_s(model, tokens, cluster, c, cal, lt, kernels.hbm_bytes_per_s)
     recompute_layer_s = recompute_per_layer_s(recompute, model.attention, lt, tp_fwd_s, cp_fwd_s)
     head_fwd_s, head_bwd_s = lm_head_time_s(model, tokens, tp, kernels)
-    moe = None
-    if model.moe is not None:
-        mt = moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, cluster, cal)
-        as_layer = LayerTimes(mt.gemm_s, mt.attention_s, mt.attention_backward_s, mt.elementwise_s)
-        # With SP the routed experts take their tokens from the sequence shards: only the attention (and
-        # the shared experts, which run on the gathered sequence) keep their TP all-gather/reduce-scatter.
-        tp_share = 1.0 if (not sp or model.moe.shared_expert_ffn) else 0.5
-        moe_tp_fwd_s = tp_share * tp_fwd_s
-        moe = MoEBlockTerms(
-            layer=mt,
-            compute_s=as_layer.forward_s + as_layer.backward_s,
-            tp_comm_s=tp_share * (tp_fwd_s + tp_bwd_s),
-            cp_comm_s=cp_fwd_s + cp_bwd_s,
-            recompute_s=recompute_per_layer_s(recompute, model.attention, as_layer, moe_tp_fwd_s, cp_fwd_s)
-            + (mt.dispatch_s if recompute == "full" else 0.0),
-            ep_comm_s=2.0 * mt.dispatch_s,
-        )
-    mtp_s = model.mtp_layers * ((moe.layer_s if moe is not None else 0.0) + head_fwd_s + head_bwd_s)
-    return MicroBatchTerms(
+    terms = MicroBatchTerms(
         layer=lt,
         compute_s=lt.forward_s + lt.backward_s,
         tp_comm_s=tp_fwd_s + tp_bwd_s,
         cp_comm_s=cp_fwd_s + cp_bwd_s,
         recompute_s=recompute_layer_s,
         head_s=head_fwd_s + head_bwd_s,
-        moe=moe,
-        mtp_s=mtp_s,
     )
+    return terms, tp_fwd_s, cp_fwd_s
+
+
+@lru_cache(maxsize=8192)
+def _moe_times(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int, cp: int,
+               sp: bool, micro_batch: int, ep: int, etp: int, framework: str) -> MoELayerTimes:
+    """One MoE block's forward times (independent of recomputation and TP overlap: cached apart)."""
+    kernels, _ = _kernels(gpu, precision, cal, framework)
+    return moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, ClusterSpec(gpu=gpu, node=node), cal)
 
 
 def stage_micro_batch_s(terms: MicroBatchTerms, counts: tuple[int, ...], overhead_s: float,
