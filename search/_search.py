@@ -40,8 +40,11 @@ from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared, tell_study
 OBJECTIVES = ("throughput", "cost", "pareto")
 
 
-DEFAULT_MAX_EXHAUSTIVE = 200_000
-"""Valid configurations up to which the sweep is exhaustive (about 50-100 us each)."""
+DEFAULT_MAX_EXHAUSTIVE = 1_000_000
+"""Valid configurations up to which the sweep is exhaustive (about 20-50 us each: the memory of
+every one, the time of those the bound cannot rule out). MoE spaces reach 480,000-630,000
+(DeepSeek-V3 on 1024 H100, Qwen3-235B on 256 H100): swept exactly in 12-20 s here, faster than the
+sampler (25-34 s, 1.6 % regret on Qwen3)."""
 
 
 def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precision: str = "bf16",

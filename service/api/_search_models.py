@@ -32,7 +32,7 @@ class _Out(BaseModel):
 
 
 class BudgetIn(_In):
-    """How much searching to do. Without ``n_trials`` a space of up to 200,000 valid configurations
+    """How much searching to do. Without ``n_trials`` a space of up to 1,000,000 valid configurations
     is swept exactly (branch and bound); ``n_trials`` makes Optuna sample instead."""
 
     model_config = ConfigDict(extra="forbid", frozen=True,
