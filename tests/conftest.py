@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,29 @@ def new_pg_url() -> Iterator[Callable[[], str]]:
         yield databases.new
     finally:
         databases.drop_all()
+
+
+@pytest.fixture(scope="session")
+def case_search() -> Callable[[str], Any]:
+    """The search of a ``benchmarks/search_speed.py`` case by name, run once per session: several
+    test modules check the same answers (the supported top ten, their launch files), and the MoE
+    cases take 10-20 s each on this machine. A search is deterministic, so sharing it hides nothing."""
+    import sys
+    from functools import cache
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks.search_speed import cases
+    from search._search import search
+
+    by_name = {c.name: c for c in cases()}
+
+    @cache
+    def run(name: str) -> Any:
+        c = by_name[name]
+        return search(c.model, c.cluster, c.global_batch, precision=c.precision, framework=c.framework, top_k=10,
+                      allow_untested=c.allow_untested)
+
+    return run

@@ -4,7 +4,9 @@ runtime really runs (supported in the support matrix, never merely accepted)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,10 +21,9 @@ CASES = {c.name: c for c in cases()}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_first_ten_are_supported_by_their_runtime(name: str) -> None:
+def test_the_first_ten_are_supported_by_their_runtime(name: str, case_search: Callable[[str], Any]) -> None:
     case = CASES[name]
-    result = search(case.model, case.cluster, case.global_batch, precision=case.precision,
-                    framework=case.framework, top_k=10, allow_untested=case.allow_untested)
+    result = case_search(name)
     assert result.top, f"{name}: nothing feasible"
     for r in result.top:
         unproven = [w for w in r.prediction.warnings if "not shown to run" in w]

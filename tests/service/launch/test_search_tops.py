@@ -5,7 +5,9 @@ Megatron-DeepSpeed, DeepSpeed's own config classes, torchtitan's own pipeline sp
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,6 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.search_speed import cases  # noqa: E402
 from search import SpecError, TrainingSpec  # noqa: E402
-from search._search import search  # noqa: E402
 from service.launch import LaunchRequest, emit_target  # noqa: E402
 
 TARGET = {"megatron": "megatron", "megatron-deepspeed": "megatron-deepspeed", "deepspeed": "deepspeed",
@@ -23,10 +24,9 @@ CASES = {c.name: c for c in cases()}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_top_configuration_launches(name: str) -> None:
+def test_the_top_configuration_launches(name: str, case_search: Callable[[str], Any]) -> None:
     case = CASES[name]
-    result = search(case.model, case.cluster, case.global_batch, precision=case.precision,
-                    framework=case.framework, top_k=10, allow_untested=case.allow_untested)
+    result = case_search(name)
     assert result.best is not None
     best = result.best
     request = LaunchRequest(model=case.model, cluster=case.cluster, config=best.config,
