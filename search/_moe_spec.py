@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from search._checks import one_of, positive_int, positive_number
 from search._errors import SpecError
 
 RouterLoad = Literal["learned", "force-balanced"]
-ROUTER_LOADS = ("learned", "force-balanced")
+ROUTER_LOADS: tuple[RouterLoad, ...] = get_args(RouterLoad)
 
 
 def _non_negative_int(owner: str, name: str, value: object) -> int:

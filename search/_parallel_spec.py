@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from search._checks import divisors, one_of, positive_int
 from search._errors import SpecError
@@ -15,14 +15,14 @@ Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
 Framework = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp"]
 
-OFFLOADS = ("none", "cpu", "nvme")
-RECOMPUTES = ("none", "selective", "full")
-PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4")
+OFFLOADS: tuple[Offload, ...] = get_args(Offload)
+RECOMPUTES: tuple[Recompute, ...] = get_args(Recompute)
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 BLACKWELL_PRECISIONS = ("mxfp8", "nvfp4")
 """Recipes with block scales that only Blackwell tensor cores run (Transformer Engine: MXFP8 and
 NVFP4 need compute capability 10.x) and only Megatron-Core emits (``--fp8-recipe mxfp8``,
 ``--fp4-format e2m1 --fp4-recipe nvfp4``)."""
-FRAMEWORKS = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")
+FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import cast
+from typing import Literal, cast, get_args
 
 from search._calibration import Calibration, default_calibration
 from search._cluster_spec import ClusterSpec
@@ -37,7 +37,8 @@ from search._search_result import SearchResult
 from search._space import Candidate, enumerate_space, why_no_valid
 from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared, tell_study
 
-OBJECTIVES = ("throughput", "cost", "pareto")
+Objective = Literal["throughput", "cost", "pareto"]
+OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
 
 
 DEFAULT_MAX_EXHAUSTIVE = 1_000_000

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from search._cluster_spec import BOUNDS as HARDWARE_BOUNDS  # not re-exported by search: one definition
+from search._parallel_spec import Framework, Precision
 
 Positive = Annotated[int, Field(ge=1)]
 Name = Annotated[str, Field(min_length=1, max_length=100)]
@@ -197,7 +198,7 @@ class TrainingIn(_In):
     """Sequences per optimizer step and the mixed precision."""
 
     global_batch: int = Field(ge=1, le=10_000_000)
-    precision: Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"] = Field(
+    precision: Precision = Field(
         default="bf16", description="bf16, fp16, or low-precision GEMMs: fp8 (one scale per tensor), mxfp8 and "
         "nvfp4 (block scales; Blackwell and Megatron-Core only).")
 
@@ -254,6 +255,6 @@ class RecipeIn(BaseModel):
     tensorboard_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
 
 
-Runtime = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp"]
-FrameworkTarget = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp", "any"]
-Objective = Literal["throughput", "cost", "pareto"]
+Runtime = Framework
+"""search's runtimes (one definition: ``search._parallel_spec.Framework``)."""
+FrameworkTarget = Literal[Framework, "any"]

@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api._schemas import ClusterIn, FrameworkTarget, ModelIn, Objective, Runtime, TrainingIn
+from search._search import Objective
+from service.api._schemas import ClusterIn, FrameworkTarget, ModelIn, Runtime, TrainingIn
 
 Status = Literal["queued", "running", "done", "failed", "cancelled"]
 
