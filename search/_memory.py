@@ -97,7 +97,8 @@ def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params
     return ModelStateBytes(weights, grads, optimizer, gathered)
 
 
-def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, recompute: str) -> float:
+def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, recompute: str,
+                           ffn: float | None = None) -> float:
     """Activation bytes one block keeps for backward, per micro-batch, on one GPU.
 
     Korthikanti et al. 2022 (arXiv:2205.05198) Sec. 4, eqs. 1-6: ``sbh(34 + 5as/h)`` without
@@ -115,7 +116,8 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int,
         return 2.0 * sb * h / (tp if sp else 1)
     masks = 1.0 if model.dropout else 0.0
     replicated = (8.0 + 2.0 * masks) * sb * h
-    split = sb * (4.0 * h + 4.0 * model.kv_dim + (6.0 if model.activation == "swiglu" else 4.0) * model.ffn)
+    f = model.ffn if ffn is None else ffn  # an MoE block's TP-split MLP: its shared experts
+    split = sb * (4.0 * h + 4.0 * model.kv_dim + (6.0 if model.activation == "swiglu" else 4.0) * f)
     scores = 0.0
     if model.attention == "standard" and recompute == "none":
         scores = (4.0 + masks) * model.heads * s * model.seq_len * micro_batch

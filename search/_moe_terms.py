@@ -27,7 +27,10 @@ from search._compute_time import (
     linears_time_s,
     mlp_activation_bytes_per_token,
 )
+from search._errors import SpecError
+from search._memory import layer_activation_bytes
 from search._model_spec import ModelSpec
+from search._moe_spec import MoESpec
 from search._units import BYTES_16BIT
 
 DROPLESS_IMBALANCE = 1.14
@@ -44,6 +47,14 @@ ROUTER_BYTES_PER_TOKEN_PER_EXPERT = 12.0
 keeps (read + write 4 + 4, row map 4)."""
 
 
+def _experts(model: ModelSpec) -> MoESpec:
+    """The model's MoE part; a dense model has none to cost (a SpecError, not an assert)."""
+    if model.moe is None:
+        raise SpecError("ModelSpec.moe", f"{model.name} has no mixture of experts to cost",
+                        "describe its experts (ModelSpec.moe) or cost it as a dense model")
+    return model.moe
+
+
 def tokens_per_gpu(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool) -> float:
     """Tokens of one micro-batch entering an MoE block on one GPU (the sequence-parallel shard)."""
     return micro_batch * model.seq_len / cp / (tp if sp else 1)
@@ -52,8 +63,7 @@ def tokens_per_gpu(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: boo
 def routed_copies_per_gpu(model: ModelSpec, micro_batch: int, tp: int, cp: int, etp: int) -> float:
     """Token copies the local experts of one GPU process per micro-batch, load balanced:
     ``b*s*k*etp/(tp*cp)``."""
-    assert model.moe is not None
-    return micro_batch * model.seq_len * model.moe.topk * etp / (tp * cp)
+    return micro_batch * model.seq_len * _experts(model).topk * etp / (tp * cp)
 
 
 def expert_load_factor(model: ModelSpec) -> float:
@@ -98,8 +108,7 @@ def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bo
                     kernels: Kernels, cluster: ClusterSpec, cal: Calibration) -> MoELayerTimes:
     """Forward time of one MoE block (attention as in a dense block, then router, routed and shared
     experts and the token exchange)."""
-    moe = model.moe
-    assert moe is not None
+    moe = _experts(model)
     h = model.hidden
     tokens = micro_batch * model.seq_len / cp  # the attention's GEMM rows on one TP rank
     sp_tokens = tokens_per_gpu(model, micro_batch, tp, cp, sp)
@@ -131,8 +140,7 @@ def dispatch_forward_s(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp:
     and its reduce-scatter on the way back (the alltoall dispatcher's A2A-then-AllGather,
     frameworks_2.md sec. 3.3). Megatron runs them on the compute stream between the expert
     GEMMs: nothing overlaps them without ``--overlap-moe-expert-parallel-comm`` (not modelled)."""
-    assert model.moe is not None
-    sent = tokens_per_gpu(model, micro_batch, tp, cp, sp) * model.moe.topk * model.hidden * BYTES_16BIT
+    sent = tokens_per_gpu(model, micro_batch, tp, cp, sp) * _experts(model).topk * model.hidden * BYTES_16BIT
     a2a = 2.0 * all_to_all_time_s(sent, ep, cluster, etp, cal)
     if etp > 1:
         link = group_link(cluster, etp, 1, cal)
@@ -148,21 +156,12 @@ def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: 
     model zoo ``deepseek_mem_estimate.py``: ``permute_out = s/TP*ETP*k*h``, ``expert_fc1_out``),
     the router's probabilities and row map, and the shared experts' intermediates. Full
     recomputation keeps the block input only."""
-    moe = model.moe
-    assert moe is not None
-    s = model.seq_len / cp
-    sb = s * micro_batch
-    h = model.hidden
+    moe = _experts(model)
+    attention = layer_activation_bytes(model, micro_batch, tp, cp, sp, recompute, ffn=moe.shared_expert_ffn)
     if recompute == "full":
-        return 2.0 * sb * h / (tp if sp else 1)
-    masks = 1.0 if model.dropout else 0.0
-    replicated = (8.0 + 2.0 * masks) * sb * h
-    split = sb * (4.0 * h + 4.0 * model.kv_dim + mlp_activation_bytes_per_token(model, moe.shared_expert_ffn))
-    scores = 0.0
-    if model.attention == "standard" and recompute == "none":
-        scores = (4.0 + masks) * model.heads * s * model.seq_len * micro_batch
+        return attention  # the block input only
+    h = model.hidden
     copies = routed_copies_per_gpu(model, micro_batch, tp, cp, etp) * expert_load_factor(model)
     routed = copies * (2.0 * h + mlp_activation_bytes_per_token(model, moe.expert_ffn / etp))
     router = tokens_per_gpu(model, micro_batch, tp, cp, sp) * moe.experts * ROUTER_BYTES_PER_TOKEN_PER_EXPERT
-    attention = (replicated + split + scores) / tp if sp else replicated + (split + scores) / tp
     return attention + routed + router
