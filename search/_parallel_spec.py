@@ -14,6 +14,7 @@ Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
 Framework = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp"]
+Placement = Literal["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"]
 
 OFFLOADS: tuple[Offload, ...] = get_args(Offload)
 RECOMPUTES: tuple[Recompute, ...] = get_args(Recompute)
@@ -23,13 +24,18 @@ BLACKWELL_PRECISIONS = ("mxfp8", "nvfp4")
 NVFP4 need compute capability 10.x) and only Megatron-Core emits (``--fp8-recipe mxfp8``,
 ``--fp4-format e2m1 --fp4-recipe nvfp4``)."""
 FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
+PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
+"""Orders in which the parallel groups are laid onto consecutive ranks, innermost first:
+Megatron-Core's default ``tp-cp-ep-dp-pp`` and ``tp-cp-ep-pp-dp`` (``--use-tp-pp-dp-mapping``,
+megatron/training/arguments.py; parallel_state.initialize_model_parallel ``order``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ParallelConfig:
     """Parallel degrees and memory policies of one run (torchtitan ``ParallelDims`` style).
 
-    Rank order is Megatron's: tp innermost, then cp, then dp, then pp outermost.
+    Rank order is :attr:`placement`: by default Megatron's, tp innermost, then cp, then dp, then pp
+    outermost.
     """
 
     dp: int = 1
@@ -69,6 +75,9 @@ class ParallelConfig:
     """Transformer layers on each pipeline rank, first to last (its virtual stages share them);
     the embedding sits on the first rank, the output layer and loss on the last. None means the
     even split, layers / pp each (:mod:`search._pipeline_layout` builds the other forms)."""
+    placement: Placement = "tp-cp-ep-dp-pp"
+    """Order of the groups on consecutive ranks, innermost first (:data:`PLACEMENTS`): which groups
+    sit inside a node or NVLink domain."""
 
     def __post_init__(self) -> None:
         owner = "ParallelConfig"
@@ -82,6 +91,7 @@ class ParallelConfig:
         one_of(owner, "offload_optimizer", self.offload_optimizer, OFFLOADS)
         one_of(owner, "offload_param", self.offload_param, OFFLOADS)
         one_of(owner, "recompute", self.recompute, RECOMPUTES)
+        one_of(owner, "placement", self.placement, PLACEMENTS)
         if self.offload_param != "none" and self.zero_stage != 3:
             raise SpecError(
                 f"{owner}.offload_param", f"{self.offload_param!r} needs ZeRO-3, got zero_stage={self.zero_stage}",
@@ -125,7 +135,7 @@ class ParallelConfig:
     def trusted(cls, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int, zero_stage: int,
                 offload_optimizer: Offload, offload_param: Offload, recompute: Recompute, *,
                 tp_comm_overlap: bool = False, stage_layers: tuple[int, ...] | None = None, ep: int = 1,
-                etp: int = 1) -> ParallelConfig:
+                etp: int = 1, placement: Placement = "tp-cp-ep-dp-pp") -> ParallelConfig:
         """Build without re-validating, for enumerators that generate only valid values
         (:func:`search._space.enumerate_space`, whose tests check every result against
         :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
@@ -146,6 +156,7 @@ class ParallelConfig:
         put(self, "stage_layers", stage_layers)
         put(self, "ep", ep)
         put(self, "etp", etp)
+        put(self, "placement", placement)
         return self
 
     @property

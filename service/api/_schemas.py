@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from search._cluster_spec import BOUNDS as HARDWARE_BOUNDS  # not re-exported by search: one definition
-from search._parallel_spec import Framework, Precision
+from search._parallel_spec import Framework, Placement, Precision
 
 Positive = Annotated[int, Field(ge=1)]
 Name = Annotated[str, Field(min_length=1, max_length=100)]
@@ -228,6 +228,9 @@ class ConfigIn(_In):
     offload_optimizer: Literal["none", "cpu", "nvme"] = "none"
     offload_param: Literal["none", "cpu", "nvme"] = "none"
     recompute: Literal["none", "selective", "full"] = "none"
+    placement: Placement = Field(default="tp-cp-ep-dp-pp", description="Order of the groups on consecutive ranks, "
+                                 "innermost first: Megatron's default tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp "
+                                 "(--use-tp-pp-dp-mapping).")
 
 
 class RecipeIn(BaseModel):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from search._parallel_spec import Placement
 from search._search import Objective
 from service.api._schemas import ClusterIn, FrameworkTarget, ModelIn, Runtime, TrainingIn
 
@@ -150,6 +151,8 @@ class ParallelConfigOut(_Out):
     offload_optimizer: Literal["none", "cpu", "nvme"]
     offload_param: Literal["none", "cpu", "nvme"]
     recompute: Literal["none", "selective", "full"]
+    placement: Placement = Field(default="tp-cp-ep-dp-pp", description="Order of the groups on consecutive ranks, "
+                                 "innermost first.")
 
 
 class PredictionOut(_Out):
