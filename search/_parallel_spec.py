@@ -78,10 +78,14 @@ class ParallelConfig:
     placement: Placement = "tp-cp-ep-dp-pp"
     """Order of the groups on consecutive ranks, innermost first (:data:`PLACEMENTS`): which groups
     sit inside a node or NVLink domain."""
+    tiles: int = 1
+    """Memory-centric tiling (ZeRO-Infinity, Rajbhandari et al. 2021 Sec. 5.1.3): each linear layer
+    split into ``tiles`` sub-linears that ZeRO-3 gathers and releases one at a time
+    (``deepspeed.zero.TiledLinear`` with in_splits x out_splits = tiles, in the model code). 1 means off."""
 
     def __post_init__(self) -> None:
         owner = "ParallelConfig"
-        for name in ("dp", "tp", "pp", "vp", "cp", "micro_batch", "ep", "etp"):
+        for name in ("dp", "tp", "pp", "vp", "cp", "micro_batch", "ep", "etp", "tiles"):
             positive_int(owner, name, getattr(self, name))
         for flag in ("sp", "tp_comm_overlap"):
             if not isinstance(getattr(self, flag), bool):
@@ -103,6 +107,9 @@ class ParallelConfig:
         if self.offload_optimizer != "none" and self.zero_stage == 0:
             raise SpecError(f"{owner}.offload_optimizer", "optimizer offload needs ZeRO stage 1-3",
                             "set zero_stage to 1, 2 or 3, or offload_optimizer='none'")
+        if self.tiles > 1 and self.zero_stage != 3:
+            raise SpecError(f"{owner}.tiles", f"memory-centric tiling needs ZeRO-3, got zero_stage={self.zero_stage}",
+                            "set zero_stage=3 (tiles are gathered and released one at a time by ZeRO-3) or tiles=1")
         if self.sp and self.tp == 1:
             raise SpecError(f"{owner}.sp", "sequence parallelism needs tp > 1", "set sp=false or tp >= 2")
         if self.tp_comm_overlap and not self.sp:
@@ -135,7 +142,7 @@ class ParallelConfig:
     def trusted(cls, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int, zero_stage: int,
                 offload_optimizer: Offload, offload_param: Offload, recompute: Recompute, *,
                 tp_comm_overlap: bool = False, stage_layers: tuple[int, ...] | None = None, ep: int = 1,
-                etp: int = 1, placement: Placement = "tp-cp-ep-dp-pp") -> ParallelConfig:
+                etp: int = 1, placement: Placement = "tp-cp-ep-dp-pp", tiles: int = 1) -> ParallelConfig:
         """Build without re-validating, for enumerators that generate only valid values
         (:func:`search._space.enumerate_space`, whose tests check every result against
         :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
@@ -157,6 +164,7 @@ class ParallelConfig:
         put(self, "ep", ep)
         put(self, "etp", etp)
         put(self, "placement", placement)
+        put(self, "tiles", tiles)
         return self
 
     @property

@@ -131,11 +131,12 @@ def _config_allows(zero: int, opt: Offload, param: Offload) -> bool:
 
 
 def _status(runtime: Framework, tp: int, pp: int, vp: int, cp: int, sp: bool, zero: int, opt: Offload,
-            param: Offload, recompute: Recompute, overlap: bool = False, expert: bool = False) -> SupportStatus:
+            param: Offload, recompute: Recompute, overlap: bool = False, expert: bool = False,
+            tiled: bool = False) -> SupportStatus:
     """The support matrix's verdict (:func:`search._support.cached_status`, cached per key);
-    ``expert``: ep or etp > 1."""
+    ``expert``: ep or etp > 1; ``tiled``: tiles > 1."""
     return cached_status((runtime, tp > 1, pp > 1, vp > 1, cp > 1, sp, zero, opt, param, recompute, overlap,
-                          expert))
+                          expert, tiled))
 
 
 def _tp_divides(model: ModelSpec, t: int) -> bool:

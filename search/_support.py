@@ -227,6 +227,14 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
         "frameworks_2.md sec. 3.2 (MoE parallel folding) and 3.5 (DeepSpeed-MoE)",
         lambda c: c.ep > 1 or c.etp > 1,
     ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
+    *(SupportEntry(
+        runtime, f"{runtime}-tiling", "refused", "ParallelConfig.tiles",
+        "memory-centric tiling is DeepSpeed ZeRO-3's (deepspeed.zero.TiledLinear, whose tiles ZeRO-3 gathers and "
+        "releases one at a time); this runtime's model code has no tiled linear layers",
+        "set tiles=1, or framework='deepspeed' with zero_stage=3",
+        "frameworks_2.md sec. 4.1 (DeepSpeed zero3.rst 'Memory-Centric Tiling'; deepspeed/runtime/zero/tiling.py)",
+        lambda c: c.tiles > 1,
+    ) for runtime in ("megatron", "megatron-deepspeed", "fsdp")),
 )
 """Every combination a runtime refuses or has never been shown to run, with its evidence."""
 
@@ -343,14 +351,14 @@ def check_supported(config: ParallelConfig, runtime: str) -> None:
     _refuse(entries_for(runtime, config), runtime)
 
 
-SupportKey = tuple[str, bool, bool, bool, bool, bool, int, str, str, str, bool, bool]
+SupportKey = tuple[str, bool, bool, bool, bool, bool, int, str, str, str, bool, bool, bool]
 
 
 def support_key(runtime: str, config: ParallelConfig) -> SupportKey:
     """What the matrix's predicates look at (see the module docstring)."""
     c = config
     return (runtime, c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1, c.sp, c.zero_stage, c.offload_optimizer,
-            c.offload_param, c.recompute, c.tp_comm_overlap, c.ep > 1 or c.etp > 1)
+            c.offload_param, c.recompute, c.tp_comm_overlap, c.ep > 1 or c.etp > 1, c.tiles > 1)
 
 
 @cache
@@ -358,10 +366,10 @@ def cached_status(key: SupportKey) -> SupportStatus:
     """:func:`support_status` of a representative configuration of ``key`` (for enumerators)."""
     from search._parallel_spec import ParallelConfig
 
-    runtime, tp, pp, vp, cp, sp, zero, opt, param, recompute, overlap, ep = key
+    runtime, tp, pp, vp, cp, sp, zero, opt, param, recompute, overlap, ep, tiled = key
     rep = ParallelConfig.trusted(2, 2 if tp else 1, 2 if pp else 1, 2 if vp else 1, 2 if cp else 1, sp, 1, zero,
                                  opt, param, recompute,  # type: ignore[arg-type]
-                                 tp_comm_overlap=overlap, ep=2 if ep else 1)
+                                 tp_comm_overlap=overlap, ep=2 if ep else 1, tiles=2 if tiled else 1)
     return support_status(runtime, rep)
 
 
