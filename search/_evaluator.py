@@ -60,10 +60,13 @@ class Evaluator:
     """Memory first, then time; remembers every timed feasible prediction and the closest misses."""
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, global_batch: int, precision: str,
-                 cal: Calibration, objective: str, price: float | None, min_headroom_bytes: float = 0.0) -> None:
+                 cal: Calibration, objective: str, price: float | None, min_headroom_bytes: float = 0.0,
+                 host_safety_factor: float = 1.0) -> None:
         self.model, self.cluster, self.cal = model, cluster, cal
         self.min_headroom_bytes = min_headroom_bytes
         """GPU memory a configuration must leave free to count as feasible (a safety margin)."""
+        self.host_safety_factor = host_safety_factor
+        """Multiple of the offloaded states' host memory that must fit (1: what the runtime allocates)."""
         self.objective, self.price = objective, price
         self.tokens_per_step = global_batch * model.seq_len
         self.trainings = {fw: TrainingSpec(global_batch, cast(Precision, precision), framework=fw)
@@ -79,7 +82,8 @@ class Evaluator:
         self.scanned = False
 
     def memory(self, cand: Candidate) -> MemoryPlan:
-        return predict_memory(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal)
+        return predict_memory(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal,
+                              host_safety_factor=self.host_safety_factor)
 
     def fits(self, plan: MemoryPlan) -> bool:
         """GPU, host and NVMe fit, with :attr:`min_headroom_bytes` of GPU memory to spare."""
@@ -109,10 +113,10 @@ class Evaluator:
         for order, cand in enumerate(candidates, start=1):
             c = cand.config
             key = (cand.framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, c.offload_optimizer,
-                   c.offload_param, c.recompute, c.tp_comm_overlap, c.stage_layers, c.ep, c.etp)
+                   c.offload_param, c.recompute, c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles)
             if c.micro_batch >= failed_from.get(key, c.micro_batch + 1):
                 continue
-            twin = (*key[:11], c.stage_layers, c.ep, c.etp, c.micro_batch)
+            twin = (*key[:11], c.stage_layers, c.ep, c.etp, c.tiles, c.micro_batch)
             plan = plans.get(twin) if c.sp else None
             if plan is None:
                 plan = self.memory(cand)

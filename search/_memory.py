@@ -26,8 +26,6 @@ from search._model_spec import ModelSpec
 
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 """DeepSpeed default ``reduce_bucket_size`` and ``allgather_bucket_size`` (elements)."""
-DEEPSPEED_CPU_BUFFER_FACTOR = 1.5
-"""DeepSpeed's ``additional_buffer_factor`` on host memory for offloaded states."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,16 +164,3 @@ def deepspeed_bucket_bytes(framework: str, zero_stage: int, precision_bytes: int
     if framework in ("deepspeed", "megatron-deepspeed") and zero_stage >= 1:
         return 2.0 * DEEPSPEED_BUCKET_ELEMENTS * precision_bytes
     return 0.0
-
-
-def offloaded_state_bytes_per_gpu(zero_stage: int, params_on_gpu_shard: float, offload_optimizer: str,
-                                  offload_param: str) -> tuple[float, float]:
-    """(optimizer bytes, parameter bytes) one GPU moves to CPU or NVMe.
-
-    Optimizer: fp32 master, momentum, variance and fp32 gradient, 16 bytes per parameter
-    of the GPU's ZeRO shard; parameters: the 16-bit shard, 2 bytes (DeepSpeed
-    ``estimate_zero3_model_states_mem_needs``: 16 and 18 bytes per parameter on the host).
-    """
-    opt = 16.0 * params_on_gpu_shard if offload_optimizer != "none" else 0.0
-    prm = 2.0 * params_on_gpu_shard if offload_param != "none" else 0.0
-    return opt, prm

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
+from search._host_memory import (
+    estimator_margin_bytes,
+    host_checkpoint_bytes_per_gpu,
+    offloaded_state_bytes_per_gpu,
+    runtime_reserved_bytes_per_node,
+    safety_margin_bytes,
+    swap_buffer_bytes_per_gpu,
+)
 from search._memory import (
-    DEEPSPEED_CPU_BUFFER_FACTOR,
     ModelStateBytes,
     deepspeed_bucket_bytes,
     in_flight_micro_batches,
     layer_activation_bytes,
     logits_bytes,
     model_state_bytes,
-    offloaded_state_bytes_per_gpu,
     pipeline_buffer_bytes,
     working_layer_bytes,
 )
@@ -29,12 +35,8 @@ from search._stages import (
     stage_moe_layer_counts,
     stage_params_per_rank,
 )
+from search._tiling import largest_module_params, tiles_that_fit
 from search._units import GiB
-
-NVME_OPTIMIZER_PINNED_BYTES_PER_GPU = 4 * 1e8 * 4
-"""Pinned host buffers of DeepSpeed's optimizer swapper (buffer_count 4 x buffer_size 1e8 fp32)."""
-NVME_PARAM_PINNED_BYTES_PER_GPU = 5 * 1e8 * 2
-"""Pinned host buffers of the parameter swapper (buffer_count 5 x buffer_size 1e8, 16-bit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,14 @@ class MemoryPlan:
     gpu_capacity_bytes: float
     cpu_capacity_bytes: float
     nvme_capacity_bytes: float
+    cpu_breakdown: dict[str, float] = field(default_factory=dict)
+    """Host memory per node by component (:mod:`search._host_memory`); adds up to
+    ``cpu_bytes_per_node``. Empty when nothing lives in host memory."""
+    estimator_margin_bytes: float = 0.0
+    """What DeepSpeed's estimators add on top of the offloaded states (``additional_buffer_factor``
+    1.5): reported, not required unless a safety factor asks for it."""
+    tiles_hint: int | None = None
+    """When the GPU does not fit and memory-centric tiling would make it fit: the fewest tiles."""
 
     @property
     def feasible(self) -> bool:
@@ -66,8 +76,12 @@ class MemoryPlan:
                 f"needs {self.peak_bytes / GiB:.1f} GiB per GPU ({top[0].replace('_', ' ')} {top[1] / GiB:.1f} GiB), "
                 f"the GPU has {self.gpu_capacity_bytes / GiB:.1f} GiB"
             )
+            if self.tiles_hint is not None:
+                reasons.append(f"memory-centric tiling would make it fit: tiles={self.tiles_hint} (DeepSpeed "
+                               "TiledLinear in the model code; allow it with allow_tiling / --allow-tiling)")
         if self.cpu_bytes_per_node > self.cpu_capacity_bytes:
-            reasons.append(f"offloaded states need {self.cpu_bytes_per_node / GiB:.0f} GiB of CPU memory per node, "
+            parts = ", ".join(f"{k.replace('_', ' ')} {v / GiB:.0f}" for k, v in self.cpu_breakdown.items() if v)
+            reasons.append(f"needs {self.cpu_bytes_per_node / GiB:.0f} GiB of CPU memory per node ({parts} GiB), "
                            f"the node has {self.cpu_capacity_bytes / GiB:.0f} GiB")
         if self.nvme_bytes_per_node > self.nvme_capacity_bytes:
             reasons.append(f"offloaded states need {self.nvme_bytes_per_node / 1e12:.1f} TB of NVMe per node, "
@@ -89,8 +103,9 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
     optimizer); ``per_micro_batch`` = its layers' stored activation bytes per micro-batch,
     ``working`` = the transient bytes of one recomputed layer."""
     c = config
+    largest = _largest_layer_params(model) if c.tiles == 1 else largest_module_params(model, c.tiles)
     states = model_state_bytes(
-        training.framework, c.zero_stage, c.dp * c.cp, params - expert_params, _largest_layer_params(model) / c.tp,
+        training.framework, c.zero_stage, c.dp * c.cp, params - expert_params, largest / c.tp,
         model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
     )
     if expert_params:
@@ -172,9 +187,11 @@ def ranks_to_check(counts: tuple[Hashable, ...]) -> tuple[int, ...]:
 
 
 def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-                num_micro_batches: int, cal: Calibration) -> MemoryPlan:
+                num_micro_batches: int, cal: Calibration, *, host_safety_factor: float = 1.0) -> MemoryPlan:
     """Memory of the fullest pipeline rank (:func:`ranks_to_check` finds the candidates). Host and
-    NVMe bytes per node come from the fullest rank's ZeRO shard."""
+    NVMe bytes per node come from the fullest rank's ZeRO shard (:mod:`search._host_memory`);
+    ``host_safety_factor`` > 1 keeps ``(factor - 1) x`` the offloaded states free on the host
+    (1.5: DeepSpeed's estimators)."""
     c = config
     kinds = tuple(zip(stage_layer_counts(model, c), stage_moe_layer_counts(model, c), strict=True))
     stages = stage_breakdowns(model, c, training, num_micro_batches, cal, ranks_to_check(kinds))
@@ -187,21 +204,32 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     node = cluster.node
     gpn = node.gpus_per_node
     shard = max(stage_params_per_rank(model, c)) / (c.dp * c.cp)
-    opt_bytes, param_bytes = offloaded_state_bytes_per_gpu(c.zero_stage, shard, c.offload_optimizer, c.offload_param)
-    cpu = 0.0
-    nvme = 0.0
-    if c.offload_optimizer == "cpu":
-        cpu += opt_bytes * gpn * DEEPSPEED_CPU_BUFFER_FACTOR
-    elif c.offload_optimizer == "nvme":
-        nvme += opt_bytes * gpn
-        cpu += NVME_OPTIMIZER_PINNED_BYTES_PER_GPU * gpn
-    if c.offload_param == "cpu":
-        cpu += param_bytes * gpn * DEEPSPEED_CPU_BUFFER_FACTOR
-    elif c.offload_param == "nvme":
-        nvme += param_bytes * gpn
-        cpu += NVME_PARAM_PINNED_BYTES_PER_GPU * gpn
+    opt_bytes, param_bytes = offloaded_state_bytes_per_gpu(shard, c.offload_optimizer, c.offload_param)
+    host_states = gpn * ((opt_bytes if c.offload_optimizer == "cpu" else 0.0)
+                         + (param_bytes if c.offload_param == "cpu" else 0.0))
+    nvme = gpn * ((opt_bytes if c.offload_optimizer == "nvme" else 0.0)
+                  + (param_bytes if c.offload_param == "nvme" else 0.0))
+    checkpoints = 0.0
     if c.offload_param != "none" and c.recompute == "full":
-        ckpt = 2.0 * c.micro_batch * model.seq_len / c.cp * model.hidden * counts[0] * held
-        cpu += ckpt * gpn
-
-    return MemoryPlan(peak, breakdown, cpu, nvme, cluster.gpu.memory_bytes, node.cpu_memory_bytes, node.nvme_bytes)
+        checkpoints = gpn * host_checkpoint_bytes_per_gpu(c.micro_batch, model.seq_len, c.cp, model.hidden,
+                                                          counts[0], held)
+    cpu_breakdown: dict[str, float] = {}
+    if c.offload_optimizer != "none" or c.offload_param != "none":
+        cpu_breakdown = {
+            "optimizer_states": gpn * opt_bytes if c.offload_optimizer == "cpu" else 0.0,
+            "parameters": gpn * param_bytes if c.offload_param == "cpu" else 0.0,
+            "activation_checkpoints": checkpoints,
+            "swap_buffers": gpn * swap_buffer_bytes_per_gpu(c.offload_optimizer, c.offload_param),
+            "runtime_reserved": runtime_reserved_bytes_per_node(gpn),
+        }
+        if host_safety_factor > 1.0:
+            cpu_breakdown["safety_margin"] = safety_margin_bytes(host_states, host_safety_factor)
+    deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
+    tiles_hint = None
+    gpu_cap = cluster.gpu.memory_bytes
+    if (peak > gpu_cap and deepspeed and c.zero_stage == 3 and c.tiles == 1
+            and training.framework == "deepspeed"):
+        tiles_hint = tiles_that_fit(breakdown["gathered_params"], peak - gpu_cap, model, c.tp)
+    return MemoryPlan(peak, breakdown, sum(cpu_breakdown.values()), nvme, gpu_cap, node.cpu_memory_bytes,
+                      node.nvme_bytes, cpu_breakdown, estimator_margin_bytes(host_states) if deepspeed else 0.0,
+                      tiles_hint)

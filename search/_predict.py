@@ -55,6 +55,7 @@ from search._stages import (
     stage_params_per_rank,
 )
 from search._support import model_support_warnings, support_warnings
+from search._tiling import tiling_launch_s
 
 FUSED_ATTENTION_RUNTIMES = ("megatron",)
 """Runtimes whose attention is Transformer Engine's fused kernel (cuDNN; FlashAttention-3-class on
@@ -289,25 +290,37 @@ def time_lower_bound_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelC
 
 
 def predict_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-                   calibration: Calibration | None = None) -> MemoryPlan:
+                   calibration: Calibration | None = None, *, host_safety_factor: float = 1.0) -> MemoryPlan:
     """Only the memory side of :func:`predict` (GPU, host and NVMe bytes, feasibility): what a
     search checks first, before it times a configuration. Assumes the inputs were validated
     (:func:`search.check_compatible`)."""
     cal = calibration or default_calibration()
     m = training.global_batch // (config.dp * config.micro_batch)
-    return plan_memory(model, cluster, config, training, m, cal)
+    return plan_memory(model, cluster, config, training, m, cal, host_safety_factor=host_safety_factor)
+
+
+def check_host_safety_factor(factor: float) -> float:
+    """A host-memory safety factor between 1 (what the runtime allocates) and 4."""
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1.0 <= factor <= 4.0:
+        raise SpecError("host_safety_factor", f"{factor!r} is not a factor between 1 and 4",
+                        "give 1 to require what the runtime allocates, or e.g. 1.5 for DeepSpeed's estimator margin")
+    return float(factor)
 
 
 def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-            calibration: Calibration | None = None, *, memory: MemoryPlan | None = None) -> Prediction:
+            calibration: Calibration | None = None, *, memory: MemoryPlan | None = None,
+            host_safety_factor: float = 1.0) -> Prediction:
     """Predict one optimizer step of ``model`` trained with ``config`` on ``cluster``.
 
     Raises :class:`search.SpecError` when the pieces do not fit together (world size,
     divisibility, batch); returns an infeasible :class:`Prediction` (with reasons) when they
     fit together but the memory does not. ``memory`` may pass the plan
     :func:`predict_memory` already computed for the same inputs (a search does).
+    ``host_safety_factor`` > 1 keeps that multiple of the offloaded states' host memory free
+    (1.5 reproduces DeepSpeed's estimators; :mod:`search._host_memory`).
     """
     cal = calibration or default_calibration()
+    host_safety_factor = check_host_safety_factor(host_safety_factor)
     if not isinstance(cluster, ClusterSpec):
         raise SpecError("cluster", f"{type(cluster).__name__} is not a ClusterSpec",
                         "pass a ClusterSpec (search.cluster_preset(name, num_nodes) returns one)")
@@ -342,8 +355,10 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     stage_params = stage_params_per_rank(model, c)
     expert_params = stage_expert_params_per_rank(model, c) if model.moe is not None else ()
     comm = step_comm_s(cluster, c, training, cal, stage_params, model.params_per_layer / c.tp, expert_params)
-    # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute.
-    mb_with_traffic_s = overlapped_s(slowest_mb_s, comm.per_micro_batch_s, cal.zero3_overlap)
+    # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute; memory-centric tiles add
+    # one gather, one gather and one reduce-scatter launch each.
+    tiles_s = tiling_launch_s(model, c.tiles, max(counts), cal.collective_latency_s)
+    mb_with_traffic_s = overlapped_s(slowest_mb_s, comm.per_micro_batch_s + tiles_s, cal.zero3_overlap)
     off = offload_terms(model, cluster, c, max(counts), stage_params, training.framework,
                         comm.params_per_gpu_shard if c.zero_stage >= 1 else None)
     mb_total_s = overlapped_s(mb_with_traffic_s, off.per_micro_batch_s, cal.zero3_overlap)
@@ -379,7 +394,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         breakdown["ep_comm"] = scale * ep_mb_s
     iteration_s = sum(breakdown.values())
 
-    mem = memory if memory is not None else plan_memory(model, cluster, c, training, m, cal)
+    mem = memory if memory is not None else plan_memory(model, cluster, c, training, m, cal,
+                                                        host_safety_factor=host_safety_factor)
     model_flop = model_flop_per_iteration(model, training.global_batch)
     hw_flop = hardware_flop_per_iteration(model, training.global_batch, c.recompute)
     world = cluster.world_size
@@ -396,6 +412,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         memory_breakdown_bytes=mem.breakdown,
         gpu_memory_bytes=gpu.memory_bytes,
         cpu_memory_bytes_per_node=mem.cpu_bytes_per_node,
+        cpu_memory_breakdown_bytes=mem.cpu_breakdown,
+        host_estimator_margin_bytes=mem.estimator_margin_bytes,
         nvme_bytes_per_node=mem.nvme_bytes_per_node,
         num_micro_batches=m,
         feasible=mem.feasible,

@@ -41,6 +41,13 @@ class Prediction:
     the slowest paces the pipeline."""
     stage_peak_memory_bytes: tuple[float, ...] = ()
     """Peak GPU memory of each pipeline rank; the largest is ``peak_memory_bytes_per_gpu``."""
+    cpu_memory_breakdown_bytes: dict[str, float] = field(default_factory=dict)
+    """Host memory per node by component (offloaded optimizer states and parameters, activation
+    checkpoints, NVMe swap buffers, the OS and processes' allowance, a requested safety margin);
+    adds up to ``cpu_memory_bytes_per_node``."""
+    host_estimator_margin_bytes: float = 0.0
+    """What DeepSpeed's estimators (``additional_buffer_factor`` 1.5) would add on top of the
+    offloaded states: a safety margin, not part of the requirement unless asked for."""
     error_band: float = 0.0
     """Relative iteration-time error to expect (0.07: +-7 %): the model's measured MAPE on
     published runs of this runtime and GPU family (:func:`search._error_band.error_band`)."""
@@ -88,6 +95,12 @@ class Prediction:
                 lines.append(f"  {name:<22} {value / GiB:10.2f} GiB")
         if self.cpu_memory_bytes_per_node:
             lines.append(f"CPU memory/node  {self.cpu_memory_bytes_per_node / GiB:10.1f} GiB")
+            for name, value in self.cpu_memory_breakdown_bytes.items():
+                if value > 0:
+                    lines.append(f"  {name:<22} {value / GiB:10.2f} GiB")
+            if self.host_estimator_margin_bytes:
+                lines.append(f"  (DeepSpeed's estimator would add {self.host_estimator_margin_bytes / GiB:.1f} GiB "
+                             "of safety margin: --host-safety-factor 1.5)")
         if self.nvme_bytes_per_node:
             lines.append(f"NVMe/node        {self.nvme_bytes_per_node / 1e12:10.2f} TB")
         lines.append("feasible" if self.feasible else "NOT feasible: " + "; ".join(self.reasons))

@@ -32,7 +32,7 @@ from search._evaluator import (
 )
 from search._model_spec import ModelSpec
 from search._parallel_spec import BLACKWELL_PRECISIONS, Framework, ParallelConfig, Precision, TrainingSpec
-from search._predict import predict_memory
+from search._predict import check_host_safety_factor, predict_memory
 from search._search_result import SearchResult
 from search._space import Candidate, enumerate_space, why_no_valid
 from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared, tell_study
@@ -54,14 +54,18 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
            storage: str | None = None, study_name: str | None = None,
            max_exhaustive: int = DEFAULT_MAX_EXHAUSTIVE, progress: ProgressFn | None = None,
            calibration: Calibration | None = None, min_headroom_bytes: float = 0.0,
-           allow_untested: bool = False) -> SearchResult:
+           allow_untested: bool = False, allow_tiling: bool = False,
+           host_safety_factor: float = 1.0) -> SearchResult:
     """Rank the configurations of ``model`` on ``cluster`` for ``global_batch`` sequences per step.
 
     ``framework`` is a runtime or ``any``; ``objective`` is ``throughput`` (max tokens/s),
     ``cost`` (min $ per million tokens, needs ``price_per_gpu_hour``) or ``pareto`` (tokens/s
     vs memory headroom). ``min_headroom_bytes`` of GPU memory must stay free at every ranked
     configuration's predicted peak (a safety margin); ``allow_untested`` also ranks what the
-    support matrix marks untested. Raises :class:`SpecError` on invalid arguments.
+    support matrix marks untested; ``allow_tiling`` also ranks DeepSpeed ZeRO-3 with memory-centric
+    tiling (the model code must use ``deepspeed.zero.TiledLinear``); ``host_safety_factor`` > 1 keeps
+    that multiple of the offloaded states' host memory free (1.5: DeepSpeed's estimators).
+    Raises :class:`SpecError` on invalid arguments.
     """
     import optuna
 
@@ -76,6 +80,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     if isinstance(min_headroom_bytes, bool) or not 0 <= min_headroom_bytes < cluster.gpu.memory_bytes:
         raise SpecError("min_headroom", f"{min_headroom_bytes!r} bytes is not between 0 and the GPU's memory",
                         f"give a margin below {cluster.gpu.memory_bytes / 2**30:.0f} GiB")
+    host_safety_factor = check_host_safety_factor(host_safety_factor)
     if (storage is None) != (study_name is None):
         raise SpecError("study_name", "storage and study_name go together", "give both, or neither")
     TrainingSpec(global_batch, cast(Precision, precision))  # validates batch and precision
@@ -86,8 +91,10 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         framework = "megatron"  # the only runtime whose Transformer Engine recipes autopar emits
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
-    space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested)
-    ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour, min_headroom_bytes)
+    space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
+                            allow_tiling=allow_tiling)
+    ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour, min_headroom_bytes,
+                   host_safety_factor)
     candidates = space.candidates
     name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
     exhaustive = storage is None and len(candidates) <= max_exhaustive and n_trials is None
@@ -109,7 +116,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     study.set_user_attr("counts", {"space": space.size, "valid": len(candidates), "feasible": ev.n_feasible,
                                    "evaluated": ev.n_evaluated, "exhaustive": exhaustive})
     hints = (why_no_valid(model, cluster.world_size, global_batch, framework, allow_untested) if not candidates
-             else _hints(ev, model, cluster, global_batch, precision, framework, cal, top_k))
+             else _hints(ev, model, cluster, global_batch, precision, framework, cal, top_k, allow_tiling))
     return SearchResult(
         model=model.name, cluster=cluster.name, num_nodes=cluster.num_nodes, world_size=cluster.world_size,
         framework=framework, objective=objective, top=top, pareto=pareto, space_size=space.size,
@@ -119,7 +126,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
 
 
 def _hints(ev: Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch: int, precision: str,
-           framework: str, cal: Calibration, top_k: int) -> tuple[str, ...]:
+           framework: str, cal: Calibration, top_k: int, allow_tiling: bool = False) -> tuple[str, ...]:
     """When fewer than ``top_k`` fit: why the closest fail and what would fit."""
     if len(ev.feasible) >= top_k or not ev.closest:
         return ()
@@ -139,6 +146,14 @@ def _hints(ev: Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch: 
                     hints.append(f"fits with ZeRO-3 + {offload.upper()} offload of optimizer and parameters "
                                  f"({fw}, micro-batch 1, full recompute)")
                     break
+                if plan.tiles_hint is not None and not allow_tiling:
+                    tiled = ev.memory(Candidate("deepspeed", replace(cfg, tiles=plan.tiles_hint)))
+                    if tiled.feasible:
+                        hints.append(f"fits with ZeRO-3 + {offload.upper()} offload of optimizer and parameters and "
+                                     f"memory-centric tiling, tiles={plan.tiles_hint} (deepspeed, micro-batch 1, "
+                                     "full recompute; the model code must use deepspeed.zero.TiledLinear): allow "
+                                     "tiling (--allow-tiling, allow_tiling)")
+                        break
     best = sorted(ev.closest, reverse=True)[0][2]
     bigger = replace(cluster, num_nodes=cluster.num_nodes * 2)
     doubled = replace(best.config, dp=best.config.dp * 2)

@@ -74,6 +74,7 @@ from search._pipeline_layout import (
     torchtitan_split,
 )
 from search._support import SupportStatus, cached_status, model_entries_for, model_status
+from search._tiling import TILE_COUNTS
 
 FRAMEWORK_TARGETS: tuple[str, ...] = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "any")
 """What :func:`enumerate_space` accepts: one runtime, or ``"any"`` for all four."""
@@ -338,13 +339,16 @@ def enumerate_space(
     micro_batches: Sequence[int] | None = None,
     *,
     allow_untested: bool = False,
+    allow_tiling: bool = False,
 ) -> Space:
     """Every valid, de-duplicated configuration of ``model`` on ``world_size`` GPUs.
 
     ``framework`` is one of :data:`FRAMEWORK_TARGETS`; ``micro_batches`` restricts the
     micro-batch sizes (None: every divisor of global_batch / dp). Combinations the support
     matrix (:mod:`search._support`) marks ``untested`` are left out unless ``allow_untested``;
-    ``refused`` ones always. Raises :class:`SpecError`
+    ``refused`` ones always. ``allow_tiling`` adds DeepSpeed ZeRO-3 configurations with
+    memory-centric tiling (:data:`search._tiling.TILE_COUNTS`; the model code must use
+    ``TiledLinear``, so it is the caller's choice). Raises :class:`SpecError`
     for an unknown framework target or a bad argument.
     """
     if not isinstance(model, ModelSpec):
@@ -407,6 +411,10 @@ def enumerate_space(
                                         if runtime == "megatron" and vp > 1 and (per_rank // mb) % pp:
                                             continue
                                         candidates.append(Candidate(runtime, config))
+                                    if allow_tiling and zero == 3 and "deepspeed" in labels:
+                                        candidates += [Candidate("deepspeed", ParallelConfig.trusted(
+                                            dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc, tp_comm_overlap=overlap,
+                                            stage_layers=layout, ep=ep, etp=etp, tiles=n)) for n in TILE_COUNTS]
 
     n_micro = len(mbs) if mbs is not None else len(_divisors(global_batch))
     size = (len(runtimes) * len(world_divisors) ** 3 * len(_divisors(model.layers)) * 3 * n_micro

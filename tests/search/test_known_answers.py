@@ -122,7 +122,8 @@ def _cluster(gpus_per_node: int, nodes: int) -> ClusterSpec:
 def test_zero3_offload_cpu_bytes_per_node_equal_deepspeed_estimator(
         zero3_estimator: Callable[..., tuple[int, int, int]], preset: str, gpn: int, nodes: int,
         offload_optimizer: str, offload_param: str) -> None:
-    """Host memory per node of ZeRO-3 offload: P * (16 | 18) / nodes * 1.5 (zero_init=True)."""
+    """Host memory per node of ZeRO-3 offload: the states, P * (16 | 18) / nodes, plus the estimator's
+    safety margin (x 1.5, zero_init=True), which autopar reports apart from what the run allocates."""
     model = model_preset(preset)
     dp = gpn * nodes
     config = ParallelConfig(dp=dp, zero_stage=3, offload_optimizer=offload_optimizer, offload_param=offload_param)
@@ -130,7 +131,15 @@ def test_zero3_offload_cpu_bytes_per_node_equal_deepspeed_estimator(
                          TrainingSpec(global_batch=4 * dp, framework="deepspeed"))
     ds_cpu, ds_gpu, _ = zero3_estimator(model.params, model.largest_layer_params, gpn, nodes,
                                         cpu_offload=True, cpu_offload_params=offload_param != "none", zero_init=True)
-    assert prediction.cpu_memory_bytes_per_node == pytest.approx(ds_cpu, abs=BYTES_ABS)
+    host = prediction.cpu_memory_breakdown_bytes
+    states = host["optimizer_states"] + host["parameters"]
+    assert states + prediction.host_estimator_margin_bytes == pytest.approx(ds_cpu, abs=BYTES_ABS)
+    assert states == pytest.approx(ds_cpu / 1.5, abs=BYTES_ABS)
+    assert "safety_margin" not in host, "the estimator's margin is not part of the requirement by default"
+    strict = predict(model, _cluster(gpn, nodes), config, TrainingSpec(global_batch=4 * dp, framework="deepspeed"),
+                     host_safety_factor=1.5)
+    assert strict.cpu_memory_bytes_per_node - prediction.cpu_memory_bytes_per_node == pytest.approx(
+        prediction.host_estimator_margin_bytes, abs=BYTES_ABS)
     mem = prediction.memory_breakdown_bytes
     gpu_states = mem["weights"] + mem["gradients"] + mem["optimizer_states"] + mem["gathered_params"]
     assert gpu_states == pytest.approx(ds_gpu, abs=BYTES_ABS)
