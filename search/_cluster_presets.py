@@ -9,8 +9,11 @@ source; the ones marked *unverified* are estimates a measured hardware profile s
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from search._cluster_spec import ClusterSpec, GPUSpec, NodeSpec
 from search._errors import UnknownPresetError
+from search._fabric import Fabric, FabricTier
 from search._units import GiB, TiB
 
 NVLINK_RING_EFFICIENCY = 0.78
@@ -158,6 +161,43 @@ NODES.update({
                                        2 * TiB, 30.72e12, 20e9, 10e9, 2.8e9),
 })
 
+# NVLink SHARP (NVLS): third-generation NVSwitch and later reduce in the switch, and NCCL picks NVLS for
+# all-reduces there; the intra_node figures above of these nodes are NVLS bus bandwidths (DGX H100's 480
+# against ring's 370, nccl-tests #212; B200 and NVL72 likewise measured with NCCL's defaults).
+for _name in ("dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72", "gb300-nvl72", "grand-teton-h100-hbm2e"):
+    NODES[_name] = replace(NODES[_name], nvls=True)
+
+# Scale-out fabrics of the presets (search/_fabric.py), nodes per switch group counted in the preset's nodes.
+# DGX SuperPODs are rail-optimized, non-blocking (1:1) fat trees built of scalable units (SU), each rail of
+# an SU on its own leaf switch:
+#   DGX A100: SU of 20 nodes, two tiers up to 7 SU (DGX SuperPOD A100 reference architecture; unverified here).
+#   DGX H100/H200 and B200: SU of 32 nodes; leaf and spine up to 8 SU (256 nodes), a core tier from 16 SU
+#     (docs.nvidia.com/dgx-superpod reference-architecture-scalable-infrastructure-b200, "Larger DGX SuperPOD
+#     component counts": 2-8 SU no core switches, 16-64 SU with core; DGX H100 RA-11333 SU of 32 nodes, the
+#     tiers assumed as B200's).
+#   DGX B300: SU of 64 nodes over 16 leaves (2 per rail: a leaf holds 32 nodes), leaf and spine only up to 16 SU
+#     (reference-architecture/scalable-infrastructure-b300, Table 3).
+#   GB200/GB300 NVL72: SU of 8 racks (DGX GB200 RA abstract: "each SU contains 8 DGX GB200 systems"), i.e. 144
+#     compute trays; one leaf group per SU and a non-blocking spine assumed (unverified; the GB300 as the GB200).
+#   Grand Teton (Meta): the Llama 3 RoCE cluster (Dubey et al. 2024, arXiv:2407.21783 Sec. 3.3.1): 16 GPUs (2 nodes)
+#     per rack switch, 192 racks (3,072 GPUs) per pod at full bisection, pods joined at 1:7 oversubscription
+#     (that the torchtitan Grand Teton runs sit on such a fabric is assumed).
+#   DGX-2: no published fabric; one non-blocking tier.
+_SUPERPOD = Fabric((FabricTier("leaf", 32), FabricTier("spine", 256), FabricTier("core")))
+FABRICS: dict[str, Fabric] = {
+    "dgx-2": Fabric(),
+    "dgx-a100-40gb": Fabric((FabricTier("leaf", 20), FabricTier("spine"))),
+    "dgx-a100-80gb": Fabric((FabricTier("leaf", 20), FabricTier("spine"))),
+    "dgx-h100": _SUPERPOD,
+    "dgx-h200": _SUPERPOD,
+    "dgx-b200": _SUPERPOD,
+    "dgx-b300": Fabric((FabricTier("leaf", 32), FabricTier("spine"))),
+    "gb200-nvl72": Fabric((FabricTier("leaf", 144), FabricTier("spine"))),
+    "gb300-nvl72": Fabric((FabricTier("leaf", 144), FabricTier("spine"))),
+    "grand-teton-h100-hbm2e": Fabric((FabricTier("leaf", 2), FabricTier("spine", 384),
+                                      FabricTier("core", 0, oversubscription=7.0))),
+}
+
 NODE_GPU: dict[str, str] = {
     "dgx-2": "v100-sxm3-32gb",
     "dgx-a100-40gb": "a100-sxm4-40gb",
@@ -190,8 +230,10 @@ def node_preset(name: str) -> NodeSpec:
         raise UnknownPresetError("node", name, sorted(NODES)) from None
 
 
-def cluster_preset(name: str, num_nodes: int = 1) -> ClusterSpec:
-    """``num_nodes`` nodes of preset ``name`` (``dgx-a100-80gb``, ``dgx-h100``, ...); an NVL72 preset's
-    node is one 4-GPU compute tray, so ``cluster_preset("gb200-nvl72", 18)`` is one rack."""
+def cluster_preset(name: str, num_nodes: int = 1, fabric: Fabric | None = None) -> ClusterSpec:
+    """``num_nodes`` nodes of preset ``name`` (``dgx-a100-80gb``, ``dgx-h100``, ...) on the preset's
+    fabric (:data:`FABRICS`) or ``fabric``; an NVL72 preset's node is one 4-GPU compute tray, so
+    ``cluster_preset("gb200-nvl72", 18)`` is one rack."""
     node = node_preset(name)
-    return ClusterSpec(gpu=GPUS[NODE_GPU[name]], node=node, num_nodes=num_nodes, name=name)
+    return ClusterSpec(gpu=GPUS[NODE_GPU[name]], node=node, num_nodes=num_nodes, name=name,
+                       fabric=FABRICS[name] if fabric is None else fabric)

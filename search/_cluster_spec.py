@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 from search._checks import positive_int, positive_number
 from search._errors import SpecError
+from search._fabric import NON_BLOCKING, Fabric
 
 if TYPE_CHECKING:
     from search._profile import HardwareProfile
@@ -153,6 +154,10 @@ class NodeSpec:
     """GPUs that reach each other over NVLink, when that is more than one node (a GB200/GB300
     NVL72 rack: 72 GPUs over 18 compute trays of 4); 0 means the node. A multiple of
     ``gpus_per_node``; consecutive nodes fill a domain."""
+    nvls: bool = False
+    """The NVLink switches reduce in the switch (NVLink SHARP, third-generation NVSwitch and later:
+    DGX H100/H200, B200/B300, NVL72), so NCCL's all-reduce in the domain is NVLS and
+    ``intra_node_bytes_per_s`` is its bus bandwidth; False: a ring over NVLink (DGX A100, DGX-2)."""
 
     def __post_init__(self) -> None:
         owner = f"NodeSpec({self.name})"
@@ -168,6 +173,8 @@ class NodeSpec:
             raise SpecError(f"{owner}.nvlink_domain_gpus", f"{domain!r} is not 0 or a multiple of gpus_per_node="
                             f"{self.gpus_per_node}", "give the GPUs of one NVLink domain (72 for an NVL72 rack), "
                             "or 0 for the node")
+        if not isinstance(self.nvls, bool):
+            raise SpecError(f"{owner}.nvls", f"{self.nvls!r} is not a boolean", "use true or false")
 
     @property
     def nvlink_domain(self) -> int:
@@ -193,9 +200,20 @@ class ClusterSpec:
     num_nodes: int = 1
     name: str = "custom"
     profile: HardwareProfile | None = None
+    fabric: Fabric = NON_BLOCKING
+    """The scale-out network above the nodes (:mod:`search._fabric`); the default is one
+    non-blocking tier, every node reaching every other at its NICs' rate."""
 
     def __post_init__(self) -> None:
         positive_int("ClusterSpec", "num_nodes", self.num_nodes)
+        if not isinstance(self.fabric, Fabric):
+            raise SpecError("ClusterSpec.fabric", f"{type(self.fabric).__name__} is not a Fabric",
+                            "pass a search Fabric (leaf, spine, core tiers)")
+        domain_nodes = self.node.nvlink_domain // self.node.gpus_per_node
+        leaf = self.fabric.tiers[0].nodes
+        if leaf and leaf % domain_nodes:
+            raise SpecError("ClusterSpec.fabric.tiers.leaf.nodes", f"{leaf} nodes per leaf splits an NVLink domain "
+                            f"of {domain_nodes} nodes", f"give a multiple of {domain_nodes} (whole NVLink domains)")
 
     @property
     def world_size(self) -> int:

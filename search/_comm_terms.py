@@ -10,14 +10,16 @@ from search._collectives import (
     Link,
     all_gather_time_s,
     all_reduce_time_s,
-    group_link,
-    p2p_link,
+    link_of,
+    p2p_link_of,
     p2p_time_s,
     reduce_scatter_time_s,
 )
 from search._compute_time import LayerTimes
+from search._fabric import Group
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec
+from search._placement import cp_group, dp_cp_group, edp_group, pp_group, tp_group
 from search._units import BYTES_16BIT
 
 
@@ -33,7 +35,7 @@ def tp_forward_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec
     """
     if config.tp == 1:
         return 0.0
-    link = group_link(cluster, config.tp, 1, cal)
+    link = link_of(cluster, tp_group(config), cal)
     size_bytes = tokens * model.hidden * BYTES_16BIT
     if model.parallel_residual and not config.sp:
         # Parallel residual (GPT-J/GPT-NeoX): attention and MLP outputs are summed before one
@@ -74,7 +76,7 @@ def cp_comm_per_layer_s(model: ModelSpec, tokens: float, cluster: ClusterSpec, c
     cp = config.cp
     if cp == 1:
         return 0.0, 0.0
-    link = p2p_link(cluster, cp, config.tp, cal)
+    link = p2p_link_of(cluster, cp_group(config), cal)
     kv_elements = 2.0 * tokens * model.kv_dim / config.tp
     send_s = p2p_time_s(kv_elements * BYTES_16BIT, link.bus_bytes_per_s, link.latency_s)
     steps = cp - 1
@@ -97,7 +99,7 @@ def pp_p2p_per_micro_batch_s(model: ModelSpec, tokens: float, cluster: ClusterSp
     """
     if config.pp == 1:
         return 0.0
-    link = p2p_link(cluster, config.pp, config.tp * config.cp * config.dp, cal)
+    link = p2p_link_of(cluster, pp_group(config), cal)
     size_bytes = tokens * model.hidden * BYTES_16BIT / config.tp
     return 2.0 * config.vp * p2p_time_s(size_bytes, link.bus_bytes_per_s, link.latency_s)
 
@@ -182,6 +184,7 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     one block's per GPU. ``expert_params``, the routed-expert part of ``stage_params``, syncs over
     the expert data-parallel group instead (``config.edp`` ranks at a stride of ep x etp;
     Megatron-Core reduces expert gradients over EDP, the rest over DP x CP; frameworks_2.md sec. 3.2).
+    Where those groups land follows ``config.placement`` (:mod:`search._placement`).
     """
     group = config.dp * config.cp
     rank = max(range(len(stage_params)), key=stage_params.__getitem__)
@@ -196,9 +199,9 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
         warnings.append(f"tp={config.tp} spans nodes: tensor-parallel all-reduces run over the network")
     if config.ep * config.etp > cluster.node.nvlink_domain:
         warnings.append(f"ep*etp={config.ep * config.etp} spans nodes: the expert all-to-all runs over the network")
-    parts = [_sync_s(cluster, config, training, cal, dense, group, config.tp)]
+    parts = [_sync_s(cluster, config, training, cal, dense, group, dp_cp_group(config))]
     if experts:
-        parts.append(_sync_s(cluster, config, training, cal, experts, edp, config.ep * config.etp))
+        parts.append(_sync_s(cluster, config, training, cal, experts, edp, edp_group(config)))
     per_mb, step_s, gather = (sum(p[i] for p in parts) for i in range(3))
     bucket = dp_bucket_params(training.framework, config.dp, params, layer_params or params)
     return StepComm(per_mb, step_s, gather, shard_params, tuple(warnings),
@@ -206,12 +209,12 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
 
 
 def _sync_s(cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec, cal: Calibration,
-            params: float, group: int, stride: int) -> tuple[float, float, float]:
+            params: float, group: int, ranks: Group) -> tuple[float, float, float]:
     """(per micro-batch, per step reduction, per step gather) seconds of ``params`` parameters per
-    GPU synchronised over ``group`` ranks ``stride`` apart (see :func:`step_comm_s`)."""
+    GPU synchronised over the ``group`` ranks of ``ranks`` (see :func:`step_comm_s`)."""
     if group == 1 or params <= 0:
         return 0.0, 0.0, 0.0
-    link = group_link(cluster, group, stride, cal)
+    link = link_of(cluster, ranks, cal)
     grad_bytes = params * grad_reduce_bytes_per_param(training)
     param_bytes = params * BYTES_16BIT
     framework = training.framework
