@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from search import AutoparError, SpecError
 
 if TYPE_CHECKING:
-    from service.api import Settings
+    from service._settings import Settings
     from service.store import Database
 
 _FIX_DB = "check AUTOPAR_DATABASE_URL and that the database server is running"
@@ -42,7 +42,7 @@ def open_database(*, must_exist: bool) -> tuple[Settings, Database]:
     error rather than a new empty database (commands that only read or add rows create nothing)."""
     from sqlalchemy.engine import make_url
 
-    from service.api import Settings
+    from service._settings import Settings
     from service.store import URL_ENV, Database
     from service.store._db import check_url
 

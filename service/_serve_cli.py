@@ -18,7 +18,6 @@ that ``autopar predict`` does not pay for them.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import os
 import signal
@@ -35,7 +34,7 @@ from service._db_access import current_database, reachable
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
-    from service.api import Settings
+    from service._settings import Settings
 
 SWITCH_INTERVAL_S = 0.001
 """The API process's GIL switch interval (Python's default is 5 ms)."""
@@ -43,9 +42,24 @@ _RESTART_EVERY_S = 5.0
 """A worker process that died is started again, at most this often per slot."""
 
 
+_SETTINGS = "<the AUTOPAR_* settings>"
+
+
+class _SettingsHelp(argparse.RawDescriptionHelpFormatter):
+    """Ends ``--help`` with the table of settings, built only when help is asked (it imports pydantic)."""
+
+    def add_text(self, text: str | None) -> None:
+        if text == _SETTINGS:
+            from service._settings import settings_help
+
+            text = settings_help()
+        super().add_text(text)
+
+
 def add_serve_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve`` and ``worker`` to ``autopar``'s subparsers."""
     p = sub.add_parser("serve", help="run the REST service and its search workers",
+                       formatter_class=_SettingsHelp, epilog=_SETTINGS,
                        description="Migrate the database, start the search workers and serve the REST API "
                                    "(AUTOPAR_DATABASE_URL, AUTOPAR_DATA_DIR and the other AUTOPAR_* settings apply).")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on; 0.0.0.0 for every interface "
@@ -61,6 +75,7 @@ def add_serve_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(handler=_serve)
 
     w = sub.add_parser("worker", help="run searches from the shared queue (scale out on other machines)",
+                       formatter_class=_SettingsHelp, epilog=_SETTINGS,
                        description="Claim queued searches from AUTOPAR_DATABASE_URL and run them until stopped "
                                    "(SIGTERM or Ctrl+C: the current search goes back to the queue).")
     w.add_argument("--once", action="store_true", help="run at most one search, then exit")
@@ -191,7 +206,8 @@ def _browser_host(host: str) -> str:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from service.api import Settings, autopar_version, create_app
+    from service._settings import Settings
+    from service.api import autopar_version, create_app
     from service.store import Database
     from service.store._db import check_url
 
@@ -202,7 +218,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise SpecError("--workers", f"{workers} is outside [0, 64]", "give a number of worker processes in [0, 64]")
     if not 0 <= args.stop_timeout <= 3600:
         raise SpecError("--stop-timeout", f"{args.stop_timeout:g} is outside [0, 3600]", "give seconds in [0, 3600]")
-    settings = dataclasses.replace(settings, workers=workers)
+    settings = settings.model_copy(update={"workers": workers})
     sock = _listen(args.host, args.port)
     db = Database(settings.database_url)
     try:

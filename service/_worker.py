@@ -34,8 +34,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from search import SpecError, search
 from search._search_result import RankedConfig, SearchResult
+from service._settings import Settings
 from service.api._search_request import from_stored
-from service.api._settings import Settings
 from service.store import Database, Search
 from service.store._jobs import DEFAULT_LEASE_S, Claim, claim, fail, finish, heartbeat
 

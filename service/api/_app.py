@@ -14,9 +14,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from service._settings import Settings
 from service.api import _errors
 from service.api._body_limit import BodyLimit
-from service.api._settings import Settings
 from service.api._state import AppState
 from service.store import Database
 

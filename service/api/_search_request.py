@@ -29,8 +29,8 @@ from search import (
     staleness,
 )
 from search._predict import check_precision
+from service._settings import Settings
 from service.api._search_models import SearchIn
-from service.api._settings import Settings
 from service.api._specs import cluster_spec, load_profile, model_spec
 from service.store import Database
 

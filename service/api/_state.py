@@ -12,8 +12,8 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from service._settings import Settings
 from service.api._auth import ANONYMOUS, Principal, TokenCache, authorize, bearer_token
-from service.api._settings import Settings
 from service.store import Database
 
 

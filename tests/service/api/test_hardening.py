@@ -186,12 +186,11 @@ def test_the_queue_limit_is_exact_under_200_concurrent_posts(settings: Settings,
                                                              auth: dict[str, str]) -> None:
     """Before: with AUTOPAR_MAX_QUEUED=50, 200 concurrent POSTs left 63, 58 and 53 searches queued on
     PostgreSQL (each counted the queue before the others committed)."""
-    import dataclasses
     from concurrent.futures import ThreadPoolExecutor
 
     from service.api import create_app
 
-    limited = dataclasses.replace(settings, max_queued=50)
+    limited = settings.model_copy(update={"max_queued": 50})
     with TestClient(create_app(limited, db=app_db, migrate=False)) as c:
         def post(seed: int) -> int:  # 200 different requests (the seed is part of the request)
             body = {**SEARCH, "cluster": {"preset": "dgx-h100"}, "budget": {"n_trials": 50, "seed": seed}}
@@ -211,7 +210,6 @@ def test_the_queue_limit_is_exact_under_200_concurrent_posts(settings: Settings,
 def test_a_body_that_never_finishes_is_answered_408_within_the_timeout(settings: Settings,
                                                                          app_db: Database) -> None:
     """Before: a request whose body never finished held its connection for over 90 s."""
-    import dataclasses
     import json
     import time
 
@@ -219,7 +217,7 @@ def test_a_body_that_never_finishes_is_answered_408_within_the_timeout(settings:
 
     from service.api import create_app
 
-    app = create_app(dataclasses.replace(settings, body_timeout_s=0.5), db=app_db, migrate=False)
+    app = create_app(settings.model_copy(update={"body_timeout_s": 0.5}), db=app_db, migrate=False)
     sent: list[dict[str, Any]] = []
 
     async def scenario() -> None:

@@ -4,7 +4,6 @@ says."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -134,7 +133,7 @@ def test_predict_is_a_read(client: TestClient, read_token: str, settings: Settin
     """Predict stores nothing: a read token suffices, and no token while reads are open."""
     assert client.post("/v1/predict", json=BODY).status_code == 200
     assert client.post("/v1/predict", json=BODY, headers={"Authorization": f"Bearer {read_token}"}).status_code == 200
-    closed = dataclasses.replace(settings, open_reads=False)
+    closed = settings.model_copy(update={"open_reads": False})
     with TestClient(create_app(closed, db=app_db, migrate=False)) as c:
         r = c.post("/v1/predict", json=BODY)
         assert r.status_code == 401 and r.json()["detail"][0]["field"] == "Authorization"

@@ -3,8 +3,6 @@ request's custom model or cluster; rendered once, with an ETag."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from fastapi.testclient import TestClient
 
 from search import CLUSTER_PRESETS, MODEL_PRESET_PARAMS, MODEL_PRESETS, ModelSpec
@@ -65,7 +63,7 @@ def test_presets_are_rendered_once_with_an_etag(client: TestClient) -> None:
 
 def test_presets_need_a_token_when_open_reads_is_off(settings: Settings, app_db: Database, read_token: str,
                                                     write_token: str) -> None:
-    closed = dataclasses.replace(settings, open_reads=False)
+    closed = settings.model_copy(update={"open_reads": False})
     with TestClient(create_app(closed, db=app_db, migrate=False)) as c:
         for path in ("/v1/presets/models", "/v1/presets/clusters"):
             r = c.get(path)

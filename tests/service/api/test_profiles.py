@@ -3,7 +3,6 @@ naming the field, nothing stored; tokens. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -122,7 +121,7 @@ def test_upload_needs_a_write_token(client: TestClient, read_token: str) -> None
 
 
 def test_reads_need_a_token_when_open_reads_is_off(settings: Settings, app_db: Database, read_token: str) -> None:
-    closed = dataclasses.replace(settings, open_reads=False)
+    closed = settings.model_copy(update={"open_reads": False})
     with TestClient(create_app(closed, db=app_db, migrate=False)) as c:
         for path in ("/v1/profiles", "/v1/profiles/x"):
             assert c.get(path).status_code == 401

@@ -178,7 +178,7 @@ def test_runs_need_tokens(client: TestClient, settings: Settings, app_db: Databa
     assert client.post("/v1/runs", json=body).status_code == 401
     assert client.post("/v1/runs", json=body, headers={"Authorization": f"Bearer {read_token}"}).status_code == 403
     assert client.get("/v1/runs").status_code == 200  # open reads by default
-    with TestClient(create_app(dataclasses.replace(settings, open_reads=False), db=app_db, migrate=False)) as c:
+    with TestClient(create_app(settings.model_copy(update={"open_reads": False}), db=app_db, migrate=False)) as c:
         assert c.get("/v1/runs").status_code == 401 and c.get("/v1/runs/x").status_code == 401
         assert c.get("/v1/runs", headers={"Authorization": f"Bearer {read_token}"}).status_code == 200
 

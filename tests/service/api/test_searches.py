@@ -297,11 +297,9 @@ def test_a_full_queue_answers_429_and_stores_nothing(settings: Settings, app_db:
                                                      auth: dict[str, str]) -> None:
     """A CI loop gone wrong must not bury the workers: at AUTOPAR_MAX_QUEUED waiting searches, a new
     one is refused with Retry-After; an identical request still gets its existing search."""
-    import dataclasses
-
     from sqlalchemy import func, select
 
-    small = dataclasses.replace(settings, max_queued=2)
+    small = settings.model_copy(update={"max_queued": 2})
     bodies = [{"model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-a100-80gb"},
                "training": {"global_batch": 64}, "top": k} for k in (1, 2, 3)]
     with TestClient(create_app(small, db=app_db, migrate=False)) as c:
