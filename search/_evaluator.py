@@ -32,7 +32,9 @@ def describe(framework: str, c: ParallelConfig) -> str:
             + (f" cp={c.cp}" if c.cp > 1 else "") + (" sp" if c.sp else "")
             + (f" ep={c.ep}" if c.ep > 1 else "") + (f" etp={c.etp}" if c.etp > 1 else "")
             + (" tp-overlap" if c.tp_comm_overlap else "")
-            + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={c.recompute}")
+            + (f" order={c.placement}" if c.placement != "tp-cp-ep-dp-pp" else "")
+            + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={c.recompute}"
+            + (f" tiles={c.tiles}" if c.tiles > 1 else ""))
 
 
 def objective_score(prediction: Prediction, objective: str, world_size: int, price_per_gpu_hour: float | None) -> float:
@@ -236,12 +238,13 @@ def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int, int]:
     (untested on its runtime; offloads to CPU or NVMe: their predictions rest on host-side
     figures a measured profile should replace and on few published runs; parallel dimensions in
     use beyond data parallelism: tp, pp, vp, cp, ep, etp; other departures from the runtime's defaults:
-    ZeRO-2/3, recomputation, TP overlap). Lower is simpler; among configurations the model
-    cannot tell apart, the simpler ranks first."""
+    ZeRO-2/3, recomputation, TP overlap, memory-centric tiling, a non-default placement). Lower is
+    simpler; among configurations the model cannot tell apart, the simpler ranks first."""
     untested = int(support_status(framework, c) == "untested")
     offloads = (c.offload_optimizer != "none") + (c.offload_param != "none")
     dims = sum((c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1, c.ep > 1, c.etp > 1))
-    departures = sum((c.zero_stage >= 2, c.recompute != "none", c.tp_comm_overlap))
+    departures = sum((c.zero_stage >= 2, c.recompute != "none", c.tp_comm_overlap, c.tiles > 1,
+                      c.placement != "tp-cp-ep-dp-pp"))
     return untested, offloads, dims, departures
 
 
@@ -253,7 +256,8 @@ def _simpler_because(a: tuple[str, ParallelConfig], b: tuple[str, ParallelConfig
         return f"{ca[1]} offload(s) to CPU/NVMe instead of {cb[1]} (less proven: host-side figures)"
     if ca[2] < cb[2]:
         return f"{ca[2]} parallel dimension(s) beyond data parallelism (tp, pp, vp, cp, ep, etp) instead of {cb[2]}"
-    return (f"{ca[3]} departure(s) from the runtime's defaults (ZeRO-2/3, recomputation, TP overlap) "
+    return (f"{ca[3]} departure(s) from the runtime's defaults (ZeRO-2/3, recomputation, TP overlap, tiling, "
+            "placement) "
             f"instead of {cb[3]}")
 
 
