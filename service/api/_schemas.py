@@ -231,6 +231,8 @@ class ConfigIn(_In):
     placement: Placement = Field(default="tp-cp-ep-dp-pp", description="Order of the groups on consecutive ranks, "
                                  "innermost first: Megatron's default tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp "
                                  "(--use-tp-pp-dp-mapping).")
+    tiles: int = Field(default=1, ge=1, le=256, description="Memory-centric tiling: each linear split into this "
+                       "many tiles (DeepSpeed ZeRO-3 with deepspeed.zero.TiledLinear in the model code); 1 means off.")
 
 
 class RecipeIn(BaseModel):

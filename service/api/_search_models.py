@@ -153,6 +153,8 @@ class ParallelConfigOut(_Out):
     recompute: Literal["none", "selective", "full"]
     placement: Placement = Field(default="tp-cp-ep-dp-pp", description="Order of the groups on consecutive ranks, "
                                  "innermost first.")
+    tiles: int = Field(default=1, description="Memory-centric tiling: each linear split into this many tiles "
+                       "(DeepSpeed ZeRO-3 with deepspeed.zero.TiledLinear in the model code); 1 means off.")
 
 
 class PredictionOut(_Out):
@@ -172,6 +174,11 @@ class PredictionOut(_Out):
                                                      "peak_memory_bytes_per_gpu.")
     gpu_memory_bytes: float
     cpu_memory_bytes_per_node: float
+    cpu_memory_breakdown_bytes: dict[str, float] = Field(default_factory=dict, description="Host memory per node "
+                                                         "by component; adds up to cpu_memory_bytes_per_node.")
+    host_estimator_margin_bytes: float = Field(default=0.0, description="What DeepSpeed's memory estimators "
+                                               "(additional_buffer_factor 1.5) add on top of the offloaded states: "
+                                               "a safety margin, required only with host_safety_factor.")
     nvme_bytes_per_node: float
     num_micro_batches: int
     feasible: bool
