@@ -145,7 +145,17 @@ def deepspeed_notes(request: LaunchRequest) -> tuple[str, ...]:
     if own:
         notes.append(f"plain DeepSpeed has no {', '.join(own)} options: pass your script's own arguments after "
                      "the launch script (they are forwarded)")
+    if request.config.tiles > 1:
+        notes.append(tiling_note(request.config.tiles))
     return tuple(notes)
+
+
+def tiling_note(tiles: int) -> str:
+    """What memory-centric tiling asks of the model code: ds_config has no key for it
+    (``deepspeed.zero.TiledLinear``, deepspeed/runtime/zero/tiling.py; frameworks_2.md sec. 4.1)."""
+    return (f"memory-centric tiling (tiles={tiles}) is in the model code, not in ds_config.json: build each linear "
+            "layer as deepspeed.zero.TiledLinear(in_features, out_features, in_splits=a, out_splits=b) with "
+            f"a*b = {tiles}; without it the gathered layers do not fit the GPU")
 
 
 class _DataParallelMpu:

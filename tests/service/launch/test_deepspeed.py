@@ -197,3 +197,14 @@ def test_golden(name: str, request_: LaunchRequest) -> None:
     if os.environ.get("AUTOPAR_UPDATE_GOLDEN") == "1":
         path.write_text(text)
     assert text == path.read_text()
+
+
+def test_tiling_is_a_note_for_the_model_code_and_the_config_stays_valid() -> None:
+    """ds_config has no tiling key: the launch says the model code must use TiledLinear (issue 20)."""
+    tiled = dataclasses.replace(_golden_1t().config, tiles=16)
+    request_ = dataclasses.replace(_golden_1t(), config=tiled)
+    out = emit_deepspeed(request_)
+    assert out.files["ds_config.json"] == emit_deepspeed(_golden_1t()).files["ds_config.json"]
+    assert any("TiledLinear" in n and "a*b = 16" in n for n in out.notes)
+    assert not any("TiledLinear" in n for n in emit_deepspeed(_golden_1t()).notes)
+    check_ds_config(json.loads(out.files["ds_config.json"]), tiled.dp)
