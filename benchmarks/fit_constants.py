@@ -38,6 +38,8 @@ from benchmarks._tuned import completions, predict_tuned  # noqa: E402
 from search import Calibration, ParallelConfig  # noqa: E402
 from search._calibration import CALIBRATION_PATH, default_calibration  # noqa: E402
 from search._error_band import MIN_RUNS, gpu_family  # noqa: E402
+from search._fit import MEMORY_BOUNDS, TIME_BOUNDS, MeasuredRun, fit_time_constants  # noqa: E402
+from search._fit import time_objective as _time_objective  # noqa: E402
 from search._runs_file import CalibrationRun, load_runs, read_runs  # noqa: E402, F401 (load_runs: for callers)
 
 DATA = ROOT / "benchmarks" / "data"
@@ -46,24 +48,6 @@ FIT_DATA = (DATA / "runs.json",)
 """What the shipped constants are fitted on (``search/calibration.json`` names it): the 2019-2024
 runs. The 2024-2026 runs the model can express (14 dense H100/A100 rows, 5 of them at 16K-1M
 tokens) would each be a source of equal weight in the objective; add them with ``--data``."""
-
-TIME_BOUNDS: dict[str, tuple[float, float]] = {
-    "hbm_efficiency": (0.3, 0.95),
-    "attention_efficiency": (0.2, 0.8),
-    "gemm_overhead_s": (0.0, 100e-6),
-    "zero3_efficiency": (0.05, 1.0),
-    "deepspeed_zero3_efficiency": (0.02, 1.0),
-    "zero3_overlap": (0.0, 1.0),
-    "dp_overlap": (0.0, 1.0),
-    "microbatch_overhead_s": (0.0, 0.05),
-    "pipeline_engine_microbatch_s": (0.0, 0.1),
-    "fp8_gemm_speedup": (1.0, 2.0),
-}
-MEMORY_BOUNDS: dict[str, tuple[float, float]] = {
-    "memory_overhead_bytes": (0.5 * 2**30, 6 * 2**30),
-    "memory_fragmentation": (1.0, 1.3),
-}
-
 
 def short_source(source: str) -> str:
     """A short label for a source string (its first words up to the first comma or paren): the
@@ -76,16 +60,19 @@ Completions = dict[CalibrationRun, list[ParallelConfig]]
 """The valid completions of each run (:func:`benchmarks._tuned.completions`), computed once per fit."""
 
 
+def measured(run: CalibrationRun, configs: Completions | None = None) -> MeasuredRun:
+    """The run as :class:`search._fit.MeasuredRun`: its completions (computed when not given), its
+    source as its group."""
+    if run.iteration_time_s is None:
+        raise ValueError(f"run {run.id} has no measured iteration time")
+    return MeasuredRun(run.model, run.cluster, run.training, tuple((configs or {}).get(run) or completions(run)),
+                       run.iteration_time_s, short_source(run.source))
+
+
 def time_objective(cal: Calibration, runs: list[CalibrationRun], configs: Completions | None = None) -> float:
-    """Mean of per-source MAPE plus overall MAPE (percent); ``configs``: completions by run."""
-    by_source: dict[str, list[float]] = defaultdict(list)
-    for run in runs:
-        if run.iteration_time_s is None:
-            continue
-        t = predict_tuned(run, cal, (configs or {}).get(run)).prediction.iteration_time_s
-        by_source[short_source(run.source)].append(abs(t - run.iteration_time_s) / run.iteration_time_s * 100)
-    all_errors = [e for es in by_source.values() for e in es]
-    return statistics.fmean(statistics.fmean(es) for es in by_source.values()) + statistics.fmean(all_errors)
+    """Mean of per-source MAPE plus overall MAPE (percent); ``configs``: completions by run
+    (:func:`search._fit.time_objective` on the timed runs)."""
+    return _time_objective(cal, [measured(r, configs) for r in runs if r.iteration_time_s is not None])
 
 
 def memory_objective(cal: Calibration, runs: list[CalibrationRun], configs: Completions | None = None) -> float:
@@ -134,14 +121,9 @@ def fit(runs: list[CalibrationRun], maxiter: int = 40, seed: int = 0,
                          f"({time.perf_counter() - start:.0f} s)")
         return callback
 
-    names = list(TIME_BOUNDS)
-
-    def f_time(x: list[float]) -> float:
-        return time_objective(replace(base, **dict(zip(names, x, strict=True))), timed, configs)
-
-    res = differential_evolution(f_time, [TIME_BOUNDS[n] for n in names], maxiter=maxiter, seed=seed,
-                                 polish=True, tol=1e-4, popsize=10, callback=report("time constants"))
-    cal = replace(base, **dict(zip(names, res.x, strict=True)))
+    cal = fit_time_constants([measured(r, configs) for r in timed], base, prior_weight=0.0, method="global",
+                             maxiter=maxiter, seed=seed, progress=progress)
+    time_fun = time_objective(cal, timed, configs)
     mnames = list(MEMORY_BOUNDS)
 
     def f_mem(x: list[float]) -> float:
@@ -150,7 +132,7 @@ def fit(runs: list[CalibrationRun], maxiter: int = 40, seed: int = 0,
     mres = differential_evolution(f_mem, [MEMORY_BOUNDS[n] for n in mnames], maxiter=maxiter, seed=seed, polish=True,
                                   callback=report("memory constants"))
     cal = replace(cal, **dict(zip(mnames, mres.x, strict=True)))
-    return FitResult(cal, float(res.fun), float(mres.fun), time.perf_counter() - start)
+    return FitResult(cal, time_fun, float(mres.fun), time.perf_counter() - start)
 
 
 def error_bands(runs: list[CalibrationRun], cal: Calibration, configs: Completions | None = None,

@@ -8,8 +8,10 @@ below are the values used when that file is absent.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -93,3 +95,25 @@ def default_calibration() -> Calibration:
     data = json.loads(CALIBRATION_PATH.read_text())
     known = {f.name for f in fields(Calibration)}
     return Calibration(**{k: float(v) for k, v in data.get("constants", {}).items() if k in known})
+
+
+def calibration_from_dict(constants: dict[str, object], base: Calibration | None = None) -> Calibration:
+    """``base`` (default: :func:`default_calibration`) with the ``constants`` given, validated; an
+    unknown name or a value that is not a number is a :class:`SpecError` naming it."""
+    known = {f.name for f in fields(Calibration)}
+    values: dict[str, float] = {}
+    for name, value in constants.items():
+        if name not in known:
+            raise SpecError(f"Calibration.{name}", "is not a constant of the cost model",
+                            f"use one of: {', '.join(sorted(known))}")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SpecError(f"Calibration.{name}", f"{value!r} is not a number", "give a number")
+        values[name] = float(value)
+    return replace(base or default_calibration(), **values)
+
+
+def calibration_fingerprint(cal: Calibration, run_ids: Sequence[str] = ()) -> str:
+    """SHA-256 of the constants (and of the ids of the runs they were fitted on): two calibrations
+    with the same fingerprint predict the same."""
+    payload = {"constants": asdict(cal), "runs": sorted(run_ids)}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
