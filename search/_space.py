@@ -133,11 +133,11 @@ def _config_allows(zero: int, opt: Offload, param: Offload) -> bool:
 
 def _status(runtime: Framework, tp: int, pp: int, vp: int, cp: int, sp: bool, zero: int, opt: Offload,
             param: Offload, recompute: Recompute, overlap: bool = False, expert: bool = False,
-            tiled: bool = False) -> SupportStatus:
+            tiled: bool = False, placed: bool = False) -> SupportStatus:
     """The support matrix's verdict (:func:`search._support.cached_status`, cached per key);
-    ``expert``: ep or etp > 1; ``tiled``: tiles > 1."""
+    ``expert``: ep or etp > 1; ``tiled``: tiles > 1; ``placed``: the tp-cp-ep-pp-dp placement."""
     return cached_status((runtime, tp > 1, pp > 1, vp > 1, cp > 1, sp, zero, opt, param, recompute, overlap,
-                          expert, tiled))
+                          expert, tiled, placed))
 
 
 def _tp_divides(model: ModelSpec, t: int) -> bool:
@@ -411,6 +411,15 @@ def enumerate_space(
                                         if runtime == "megatron" and vp > 1 and (per_rank // mb) % pp:
                                             continue
                                         candidates.append(Candidate(runtime, config))
+                                    # Megatron's --use-tp-pp-dp-mapping (the one runtime with the knob,
+                                    # search._support): a different layout only when both dp and pp > 1.
+                                    if (dp > 1 and pp > 1 and "megatron" in labels
+                                            and (vp == 1 or (per_rank // mb) % pp == 0)
+                                            and _admits(_status("megatron", tp, pp, vp, cp, sp, zero, opt, param, rc,
+                                                                overlap, ep * etp > 1, placed=True), allow_untested)):
+                                        candidates.append(Candidate("megatron", ParallelConfig.trusted(
+                                            dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc, tp_comm_overlap=overlap,
+                                            stage_layers=layout, ep=ep, etp=etp, placement="tp-cp-ep-pp-dp")))
                                     if allow_tiling and zero == 3 and "deepspeed" in labels:
                                         candidates += [Candidate("deepspeed", ParallelConfig.trusted(
                                             dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc, tp_comm_overlap=overlap,

@@ -227,6 +227,33 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
         "frameworks_2.md sec. 3.2 (MoE parallel folding) and 3.5 (DeepSpeed-MoE)",
         lambda c: c.ep > 1 or c.etp > 1,
     ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
+    SupportEntry(
+        "megatron", "megatron-tp-pp-dp-mapping-cp-ep", "refused", "ParallelConfig.placement",
+        "--use-tp-pp-dp-mapping (placement tp-cp-ep-pp-dp) is not for context or expert parallelism: "
+        "megatron-core says to make sure EP and CP are not used with it (older releases build the order 'tp-pp-dp')",
+        "use placement tp-cp-ep-dp-pp with cp > 1 or ep > 1, or cp=1 and ep=etp=1",
+        "megatron-core model_parallel_config.py use_tp_pp_dp_mapping ('Make sure EP and CP aren't used with this "
+        "option enabled'); megatron/training/initialize.py order='tp-pp-dp' in releases before tp-cp-ep-pp-dp",
+        lambda c: c.placement != "tp-cp-ep-dp-pp" and (c.cp > 1 or c.ep > 1 or c.etp > 1),
+    ),
+    SupportEntry(
+        "megatron", "megatron-tp-pp-dp-mapping-fsdp", "refused", "ParallelConfig.placement",
+        "--use-tp-pp-dp-mapping is not supported with Megatron-FSDP (ZeRO-2/3): its alternative rank order "
+        "conflicts with FSDP sharding",
+        "use placement tp-cp-ep-dp-pp with zero_stage 2/3, or zero_stage 0/1",
+        "Megatron-Bridge docs, Megatron FSDP ('use_tp_pp_dp_mapping is not supported with Megatron FSDP')",
+        lambda c: c.placement != "tp-cp-ep-dp-pp" and _megatron_fsdp(c),
+    ),
+    *(SupportEntry(
+        runtime, f"{runtime}-placement", "refused", "ParallelConfig.placement",
+        "this runtime lays its groups in one fixed order, model (tp) innermost, then data, then pipeline "
+        "outermost: the default placement tp-cp-ep-dp-pp",
+        "use placement tp-cp-ep-dp-pp, or framework='megatron' (--use-tp-pp-dp-mapping)",
+        "DeepSpeed deepspeed/runtime/pipe/topology.py PipeModelDataParallelTopology axes ['pipe', 'data', 'model'] "
+        "(Megatron-DeepSpeed uses it); torchtitan torchtitan/distributed/parallel_dims.py mesh "
+        "(pp, dp_replicate, dp_shard, cp, tp)",
+        lambda c: c.placement != "tp-cp-ep-dp-pp",
+    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
     *(SupportEntry(
         runtime, f"{runtime}-tiling", "refused", "ParallelConfig.tiles",
         "memory-centric tiling is DeepSpeed ZeRO-3's (deepspeed.zero.TiledLinear, whose tiles ZeRO-3 gathers and "
@@ -351,14 +378,15 @@ def check_supported(config: ParallelConfig, runtime: str) -> None:
     _refuse(entries_for(runtime, config), runtime)
 
 
-SupportKey = tuple[str, bool, bool, bool, bool, bool, int, str, str, str, bool, bool, bool]
+SupportKey = tuple[str, bool, bool, bool, bool, bool, int, str, str, str, bool, bool, bool, bool]
 
 
 def support_key(runtime: str, config: ParallelConfig) -> SupportKey:
     """What the matrix's predicates look at (see the module docstring)."""
     c = config
     return (runtime, c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1, c.sp, c.zero_stage, c.offload_optimizer,
-            c.offload_param, c.recompute, c.tp_comm_overlap, c.ep > 1 or c.etp > 1, c.tiles > 1)
+            c.offload_param, c.recompute, c.tp_comm_overlap, c.ep > 1 or c.etp > 1, c.tiles > 1,
+            c.placement != "tp-cp-ep-dp-pp")
 
 
 @cache
@@ -366,10 +394,11 @@ def cached_status(key: SupportKey) -> SupportStatus:
     """:func:`support_status` of a representative configuration of ``key`` (for enumerators)."""
     from search._parallel_spec import ParallelConfig
 
-    runtime, tp, pp, vp, cp, sp, zero, opt, param, recompute, overlap, ep, tiled = key
+    runtime, tp, pp, vp, cp, sp, zero, opt, param, recompute, overlap, ep, tiled, placed = key
     rep = ParallelConfig.trusted(2, 2 if tp else 1, 2 if pp else 1, 2 if vp else 1, 2 if cp else 1, sp, 1, zero,
                                  opt, param, recompute,  # type: ignore[arg-type]
-                                 tp_comm_overlap=overlap, ep=2 if ep else 1, tiles=2 if tiled else 1)
+                                 tp_comm_overlap=overlap, ep=2 if ep else 1, tiles=2 if tiled else 1,
+                                 placement="tp-cp-ep-pp-dp" if placed else "tp-cp-ep-dp-pp")
     return support_status(runtime, rep)
 
 

@@ -237,6 +237,16 @@ def brute_force(model: ModelSpec, world: int, batch: int, target: str,
                         continue
                     if issue_allows(r, config, batch, allow_untested):
                         valid.add((r, config))
+    # The other placement lays out different groups only with both dp and pp > 1 (else the same ranks).
+    for label, c in list(valid):
+        if c.dp > 1 and c.pp > 1:
+            placed = dataclasses.replace(c, placement="tp-cp-ep-pp-dp")
+            try:
+                check_compatible(model, world, placed, trainings[label])
+            except SpecError:
+                continue
+            if issue_allows(label, placed, batch, allow_untested):
+                valid.add((label, placed))
     kept: set[tuple[str, ParallelConfig]] = set()
     for label, c in valid:
         if model.attention == "flash" and c.recompute == "selective":
