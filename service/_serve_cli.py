@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import signal
 import socket
@@ -30,12 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from search import SpecError
 from service._db_access import current_database, reachable
+from service._logging import logging_to_stderr
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
     from service._settings import Settings
 
+_log = logging.getLogger("autopar.serve")
 SWITCH_INTERVAL_S = 0.001
 """The API process's GIL switch interval (Python's default is 5 ms)."""
 _RESTART_EVERY_S = 5.0
@@ -72,6 +75,7 @@ def add_serve_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="on shutdown, how long open requests may finish and workers may take to put their "
                         "searches back in the queue before they are killed (default: 8)")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request")
+    _add_log_arguments(p)
     p.set_defaults(handler=_serve)
 
     w = sub.add_parser("worker", help="run searches from the shared queue (scale out on other machines)",
@@ -79,7 +83,30 @@ def add_serve_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                        description="Claim queued searches from AUTOPAR_DATABASE_URL and run them until stopped "
                                    "(SIGTERM or Ctrl+C: the current search goes back to the queue).")
     w.add_argument("--once", action="store_true", help="run at most one search, then exit")
+    _add_log_arguments(w)
     w.set_defaults(handler=_worker)
+
+
+def _add_log_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-level", metavar="LEVEL", help="debug, info, warning, error or critical "
+                   "(default: AUTOPAR_LOG_LEVEL, else info)")
+    p.add_argument("--log-format", metavar="FORMAT", help="text (for people) or json (one object per line, "
+                   "with the request id; default: AUTOPAR_LOG_FORMAT, else text)")
+
+
+def _log_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The --log-* flags given, checked (they win over AUTOPAR_LOG_LEVEL / AUTOPAR_LOG_FORMAT)."""
+    from service._settings import LOG_FORMATS, LOG_LEVELS
+
+    overrides = {}
+    for flag, name, choices in (("--log-level", "log_level", LOG_LEVELS), ("--log-format", "log_format", LOG_FORMATS)):
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if value.lower() not in choices:
+            raise SpecError(flag, f"{value!r} is not one of {', '.join(choices)}", f"use one of {', '.join(choices)}")
+        overrides[name] = value.lower()
+    return overrides
 
 
 # --- serve and worker ----------------------------------------------------------------------
@@ -119,10 +146,10 @@ def _worker_process(settings: Settings, parent_pid: int) -> None:
                 stop.set()
 
     threading.Thread(target=orphaned, name="autopar-orphan-check", daemon=True).start()
-    _log_to_stderr()
     from service._worker import run_worker
 
-    run_worker(settings, stop=stop)  # returns once stop is set, its current search put back in the queue
+    with logging_to_stderr(settings.log_level, settings.log_format):
+        run_worker(settings, stop=stop)  # returns once stop is set, its current search put back in the queue
 
 
 class WorkerPool:
@@ -162,8 +189,7 @@ class WorkerPool:
                         continue
                     if time.monotonic() - self._started_at[i] < self._restart_every_s:
                         continue
-                    print(f"autopar serve: worker process {proc.pid} exited with {proc.exitcode}; starting "
-                          "another", file=sys.stderr, flush=True)
+                    _log.warning("worker process %s exited with %s; starting another", proc.pid, proc.exitcode)
                     self.procs[i], self._started_at[i] = self._spawn(), time.monotonic()
                     self.restarts += 1
 
@@ -180,18 +206,10 @@ class WorkerPool:
             proc.join(max(0.0, deadline - time.monotonic()))
         for proc in procs:
             if proc.is_alive():
-                print(f"autopar serve: worker process {proc.pid} still busy after {timeout_s:g} s; killed (its "
-                      "search is claimed again after the lease)", file=sys.stderr, flush=True)
+                _log.warning("worker process %s still busy after %g s; killed (its search is claimed again after "
+                             "the lease)", proc.pid, timeout_s)
                 proc.kill()
                 proc.join(5.0)
-
-
-def _log_to_stderr() -> None:
-    """Worker log lines (claims, finished and failed searches) on stderr, as uvicorn logs the API's."""
-    import logging
-
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s [{os.getpid()}] %(name)s: %(message)s")
 
 
 def _browser_host(host: str) -> str:
@@ -204,14 +222,10 @@ def _browser_host(host: str) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from service._settings import Settings
-    from service.api import autopar_version, create_app
-    from service.store import Database
     from service.store._db import check_url
 
-    settings = Settings.from_env()
+    settings = Settings.from_env(**_log_overrides(args))
     check_url(settings.database_url)
     workers = settings.workers if args.workers is None else args.workers
     if not 0 <= workers <= 64:
@@ -219,6 +233,17 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.stop_timeout <= 3600:
         raise SpecError("--stop-timeout", f"{args.stop_timeout:g} is outside [0, 3600]", "give seconds in [0, 3600]")
     settings = settings.model_copy(update={"workers": workers})
+    with logging_to_stderr(settings.log_level, settings.log_format):
+        return _run_serve(args, settings)
+
+
+def _run_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from service.api import autopar_version, create_app
+    from service.store import Database
+
+    workers = settings.workers
     sock = _listen(args.host, args.port)
     db = Database(settings.database_url)
     try:
@@ -237,7 +262,8 @@ def _serve(args: argparse.Namespace) -> int:
         # a GET's p99 during a 200-POST burst fell within 100 ms (benchmarks/service_load.py).
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         server = uvicorn.Server(uvicorn.Config(
-            app, host=args.host, port=args.port, access_log=not args.no_access_log,
+            app, host=args.host, port=args.port, access_log=not args.no_access_log, log_config=None,
+            log_level=settings.log_level,
             timeout_graceful_shutdown=max(1, round(args.stop_timeout))))
 
         def request_stop(*_: Any) -> None:
@@ -271,29 +297,36 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    overrides = _log_overrides(args)
     settings, db = current_database()
+    settings = settings.model_copy(update=overrides)
     db.dispose()
     stop = threading.Event()
 
     def request_stop(sig: int, _frame: Any) -> None:
-        print(f"autopar worker: {signal.Signals(sig).name}: stopping; the current search goes back to the queue "
-              "(again to stop now)", file=sys.stderr, flush=True)
+        _log.warning("%s: stopping; the current search goes back to the queue (again to stop now)",
+                     signal.Signals(sig).name)
         stop.set()
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_DFL)
 
+
+    with logging_to_stderr(settings.log_level, settings.log_format):
+        return _run_worker(args, settings, db.safe_url, stop, request_stop)
+
+
+def _run_worker(args: argparse.Namespace, settings: Settings, safe_url: str, stop: threading.Event,
+                request_stop: Callable[[int, Any], None]) -> int:
     from service._worker import run_worker
 
-    _log_to_stderr()
-    print(f"autopar worker on {db.safe_url}{' (one search)' if args.once else ''}; SIGTERM or Ctrl+C stops it",
-          file=sys.stderr, flush=True)
+    _log.info("autopar worker on %s%s; SIGTERM or Ctrl+C stops it", safe_url, " (one search)" if args.once else "")
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         done = run_worker(settings, stop=stop, once=args.once)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(f"autopar worker: stopped after {done} search{'' if done == 1 else 'es'}", file=sys.stderr, flush=True)
+    _log.info("stopped after %d search%s", done, "" if done == 1 else "es")
     return 0
 
 

@@ -17,6 +17,7 @@ from fastapi.routing import APIRoute
 from service._settings import Settings
 from service.api import _errors
 from service.api._body_limit import BodyLimit
+from service.api._request_id import RequestId
 from service.api._state import AppState
 from service.store import Database
 
@@ -104,5 +105,6 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,  # type: ignore[arg-type]
                        timeout_s=settings.body_timeout_s)
     _document_app_wide_answers(app)
-    _routes_health.install(app)  # request metrics, the outermost middleware: the 413s above count too
+    _routes_health.install(app)  # request metrics, outside the body limit: the 413s above count too
+    app.add_middleware(RequestId)  # outermost: every log line of a request, metrics' included, has its id
     return app

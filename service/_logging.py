@@ -1,0 +1,134 @@
+"""One log format for ``autopar serve`` and ``autopar worker``: text for people, JSON lines for machines.
+
+Every record goes through the root logger's one handler on stderr, uvicorn's error and access
+logs included (``autopar serve`` runs uvicorn with ``log_config=None``, so its loggers propagate
+here). A request's id (the ``X-Request-ID`` it came with, or one made for it: see
+:mod:`service.api._request_id`) lives in a context variable for the request's duration; a filter
+copies it onto each record, so every line a request causes carries it, whichever thread or
+logger writes it (anyio copies the context into the thread pools).
+
+Text::
+
+    2026-12-01T03:40:00.123Z INFO [4711] autopar.api [9f2c...]: message
+
+JSON (one object per line; ``request_id`` only inside a request, ``exception`` only with a traceback;
+uvicorn's access lines add ``client``, ``method``, ``path`` and ``status``)::
+
+    {"time": "2026-12-01T03:40:00.123Z", "level": "info", "logger": "uvicorn.access", "pid": 4711,
+     "message": "...", "request_id": "9f2c...", "method": "GET", "path": "/healthz", "status": 200}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import IO, Any
+
+REQUEST_ID: ContextVar[str | None] = ContextVar("autopar_request_id", default=None)
+"""The id of the request being handled in this context (None outside requests)."""
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    """UTC, ISO 8601 with milliseconds."""
+    seconds = int(record.created)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(record.msecs):03d}Z"
+
+
+class RequestIdFilter(logging.Filter):
+    """Sets ``record.request_id`` to the current request's id, or None outside a request."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = REQUEST_ID.get()
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL [pid] logger [request id]: message``, then any traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        rid = getattr(record, "request_id", None)
+        line = (f"{_timestamp(record)} {record.levelname} [{record.process}] {record.name}"
+                f"{f' [{rid}]' if rid else ''}: {record.getMessage()}")
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        if record.stack_info:
+            line += "\n" + self.formatStack(record.stack_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (tracebacks are a string field, newlines escaped)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {"time": _timestamp(record), "level": record.levelname.lower(), "logger": record.name,
+                               "pid": record.process, "message": record.getMessage()}
+        rid = getattr(record, "request_id", None)
+        if rid:
+            out["request_id"] = rid
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple) and len(record.args) == 5:
+            client, method, path, _http_version, status = record.args  # uvicorn's access-log arguments
+            out.update(client=client, method=method, path=path, status=status)
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+class _StderrHandler(logging.StreamHandler[IO[str]]):
+    """Writes to whatever ``sys.stderr`` is when a record comes (a test's capture replaces it, then closes it)."""
+
+    @property
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: IO[str]) -> None:
+        pass
+
+
+FORMATTERS: dict[str, type[logging.Formatter]] = {"text": TextFormatter, "json": JsonFormatter}
+
+
+QUIET_LOGGERS = ("alembic",)
+"""Loggers that say routine things at info (Alembic's "Context impl SQLiteImpl." per migration check):
+shown from debug on."""
+
+
+@contextmanager
+def logging_to_stderr(level: str = "info", log_format: str = "text", stream: IO[str] | None = None) -> Iterator[None]:
+    """While the block runs, every record at ``level`` or above goes to ``stream`` (stderr) in
+    ``log_format`` (text or json), uvicorn's loggers routed to the root so the API's lines share it.
+
+    What it changes (the root's handler and level, uvicorn's and the quiet loggers') is put back when
+    the block ends, so a command run in process (tests, an embedding program) leaves logging as it was."""
+    handler: logging.StreamHandler[IO[str]] = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
+    handler.setFormatter(FORMATTERS[log_format]())
+    handler.addFilter(RequestIdFilter())
+    root = logging.getLogger()
+    saved_root = root.level
+    touched = [logging.getLogger(name) for name in (*UVICORN_LOGGERS, *QUIET_LOGGERS)]
+    saved = [(logger, list(logger.handlers), logger.propagate, logger.level) for logger in touched]
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in UVICORN_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)  # the root's level applies
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if level.lower() == "debug" else logging.WARNING)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved_root)
+        for logger, handlers, propagate, logger_level in saved:
+            logger.handlers[:] = handlers
+            logger.propagate, logger.level = propagate, logger_level
