@@ -138,6 +138,8 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
         args.append(_require("--tp-comm-overlap", "TP communication overlap"))
     if c.cp > 1:
         args += ["--context-parallel-size", str(c.cp)]
+    if c.placement == "tp-cp-ep-pp-dp":  # initialize.py: order='tp-cp-ep-pp-dp' instead of 'tp-cp-ep-dp-pp'
+        args.append(_require("--use-tp-pp-dp-mapping", "the tp-cp-ep-pp-dp placement"))
     args += ["--micro-batch-size", str(c.micro_batch), "--global-batch-size", str(t.global_batch)]
     if c.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
