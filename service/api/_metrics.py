@@ -1,5 +1,6 @@
 """Prometheus metrics of one app: request counts and latency (an ASGI middleware), the search
-queue read from the database at scrape time, and the build.
+queue and the run time and queue wait of finished searches by outcome (read from the database at
+scrape time), and the build.
 
 Each app has its own ``CollectorRegistry`` (on ``AppState.extras["metrics"]``), so several apps
 in one process (tests, or an embedding program) never register the same metric twice. Requests
@@ -18,12 +19,14 @@ from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info, PlatformCollector, ProcessCollector
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.store import Database
 from service.store._jobs import STATUSES, queue_depth
+from service.store._metrics_queries import Span, search_times
 
 EXTRAS_KEY = "metrics"
 UNMATCHED = "<unmatched>"
@@ -67,6 +70,43 @@ class QueueCollector:
                                 value=float(counts.get("queued", 0)))
 
 
+SEARCH_RUN_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+"""Searches take 0.05 s (a preset on one node) to the service's limit (AUTOPAR_MAX_TIMEOUT_S, 600 s)."""
+QUEUE_WAIT_BUCKETS_S = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+"""An idle worker claims within its poll (0.5 s); a busy fleet makes searches wait minutes."""
+_SEARCH_HISTOGRAMS: tuple[tuple[str, Span, tuple[float, ...], str], ...] = (
+    ("autopar_search_duration_seconds", "run", SEARCH_RUN_BUCKETS_S,
+     "Run time of finished searches (first claim to finish), by outcome: done, failed, cancelled."),
+    ("autopar_search_queue_wait_seconds", "queue_wait", QUEUE_WAIT_BUCKETS_S,
+     "Time finished searches waited in the queue (creation to first claim), by outcome."),
+)
+
+
+class SearchTimesCollector:
+    """The run time and queue wait of finished searches as histograms, summed by the database when
+    scraped (service.store._metrics_queries). Nothing is yielded while the database does not answer
+    (``autopar_database_up`` says so)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @staticmethod
+    def describe() -> list[HistogramMetricFamily]:
+        return [HistogramMetricFamily(name, "", labels=["outcome"]) for name, *_ in _SEARCH_HISTOGRAMS]
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        for name, span, bounds, doc in _SEARCH_HISTOGRAMS:
+            try:
+                times = search_times(self.db, span=span, bounds_s=bounds)
+            except SQLAlchemyError:
+                return
+            family = HistogramMetricFamily(name, doc, labels=["outcome"])
+            for t in times:
+                buckets = [(floatToGoString(b), float(n)) for b, n in zip(bounds, t.cumulative_counts, strict=True)]
+                family.add_metric([t.outcome], [*buckets, ("+Inf", float(t.count))], sum_value=t.sum_s)
+            yield family
+
+
 class Metrics:
     """The metrics of one app and their registry."""
 
@@ -80,6 +120,7 @@ class Metrics:
         Info("autopar_build", "The running autopar.", registry=self.registry).info(
             {"version": version, "python": platform.python_version()})
         self.registry.register(QueueCollector(db))
+        self.registry.register(SearchTimesCollector(db))
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         self._counters: dict[tuple[str, str, int], Any] = {}
