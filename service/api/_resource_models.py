@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
+from service.api._calibration_models import CalibrationUsedOut
 from service.api._schemas import ClusterIn, ConfigIn, GPUIn, ModelIn, ModelShape, NodeIn, Runtime, TrainingIn
 from service.api._search_models import ErrorOut, ParallelConfigOut, PredictionOut
 
@@ -182,6 +183,8 @@ class PredictIn(BaseModel):
     training: TrainingIn
     framework: Runtime = "megatron"
     config: ConfigIn = ConfigIn()
+    calibration_id: Id | None = Field(default=None, description="A stored calibration (GET /v1/calibrations) or "
+                                      "'published'; default: the cluster's (or profile's) latest, else published.")
 
 
 class PredictOut(BaseModel):
@@ -195,6 +198,7 @@ class PredictOut(BaseModel):
     prediction: PredictionOut
     profile_notes: list[str] = Field(description="Figures the profile did not measure (preset values used).")
     profile_warnings: list[str] = Field(description="Why the profile may not describe this cluster (age, GPU).")
+    calibration: CalibrationUsedOut = Field(description="The constants used and their cross-validated error.")
 
 
 # --- measured runs -----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from fastapi import APIRouter
 
 from search import (
     CLUSTER_PRESETS,
+    Calibration,
     ClusterSpec,
     ModelSpec,
     ParallelConfig,
@@ -25,6 +26,7 @@ from search import (
     predict,
     staleness,
 )
+from service._calibrations import choose, cluster_name
 from service.api._resource_models import PredictIn, PredictOut, error_responses
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
 from service.api._search_request import request_field
@@ -74,15 +76,16 @@ def _finite(value: object) -> bool:
 
 
 def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework: Runtime, config: ConfigIn,
-             db: Database) -> Evaluated:
-    """Resolve and predict; every invalid combination raises SpecError (-> 422 naming the request field)."""
+             db: Database, calibration: Calibration | None = None) -> Evaluated:
+    """Resolve and predict with ``calibration`` (default: the published constants); every invalid
+    combination raises SpecError (-> 422 naming the request field)."""
     try:
         model_s = model_spec(model)
         cluster_s, notes = cluster_spec(cluster, db)
         config_s = parallel_config(config, cluster_s.world_size)
         training_s = TrainingSpec(global_batch=training.global_batch, precision=training.precision,
                                   framework=framework)
-        prediction = predict(model_s, cluster_s, config_s, training_s)
+        prediction = predict(model_s, cluster_s, config_s, training_s, calibration)
     except UnknownPresetError as err:  # cluster presets are looked up as "node" presets
         kind, known = ("model", err.known) if err.kind == "model" else ("cluster", list(CLUSTER_PRESETS))
         raise SpecError(f"{kind}.preset", f"unknown {kind} preset {err.name!r}",
@@ -104,11 +107,15 @@ def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework
                          "not divide the heads, degrees that do not divide the GPUs, a batch that does not split) "
                          "is a 422 naming the field; a valid configuration that does not fit is a 200 with "
                          "feasible=false and the reasons. It stores nothing, so it needs only the read scope "
-                         "(no token while reads are open).")
+                         "(no token while reads are open). `calibration_id` picks the cost model's constants (default: "
+                         "the cluster's or profile's latest calibration, else the published ones); `calibration` "
+                         "says which were used and their cross-validated error.")
 def predict_one(body: PredictIn, _: Reader, state: State) -> dict[str, Any]:
-    ev = evaluate(body.model, body.cluster, body.training, body.framework, body.config, state.db)
+    chosen = choose(state.db, calibration_id=body.calibration_id, cluster=cluster_name(body.cluster.model_dump()),
+                    profile_id=body.cluster.profile_id)
+    ev = evaluate(body.model, body.cluster, body.training, body.framework, body.config, state.db, chosen.calibration)
     return {"model": ev.model.name, "cluster": ev.cluster.name, "num_nodes": ev.cluster.num_nodes,
             "world_size": ev.cluster.world_size, "framework": ev.training.framework,
             "config": dataclasses.asdict(ev.config), "profile_id": body.cluster.profile_id,
             "prediction": ev.prediction.to_dict(), "profile_notes": list(ev.profile_notes),
-            "profile_warnings": list(ev.profile_warnings)}
+            "profile_warnings": list(ev.profile_warnings), "calibration": chosen.out()}

@@ -148,6 +148,39 @@ class Run(Base):
     tenant: Mapped[str] = mapped_column(String(100), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT)
 
 
+class ClusterCalibration(Base):
+    """A cluster's (or profile's) fitted time constants and their cross-validated error (migration 0005).
+
+    Never changed once stored, so a search or prediction that names it can be reproduced."""
+
+    __tablename__ = "calibrations"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT)
+    cluster_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    """The cluster its runs ran on (a preset's name, or a custom cluster's gpu x node name)."""
+    profile_id: Mapped[str | None] = mapped_column(ForeignKey("profiles.id", ondelete="RESTRICT"), nullable=True)
+    constants: Mapped[dict[str, Any]] = mapped_column()
+    """Every field of search.Calibration."""
+    run_ids: Mapped[list[Any]] = mapped_column()
+    n_runs: Mapped[int] = mapped_column(Counter)
+    k: Mapped[int] = mapped_column(Integer)
+    """Folds of the cross-validation."""
+    cv_mape_before: Mapped[float] = mapped_column(Float)
+    """The published constants' iteration-time MAPE on the runs (a fraction)."""
+    cv_mape_after: Mapped[float] = mapped_column(Float)
+    """The k-fold cross-validated MAPE of the fitted constants (a fraction)."""
+    details: Mapped[dict[str, Any]] = mapped_column()
+    """The constants that moved (prior, fitted), the in-sample MAPE, the prior weight, the filter, seconds."""
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    autopar_version: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(default=utc_now)
+
+    __table_args__ = (
+        Index("ix_calibrations_cluster_created", "cluster_name", "created_at"),
+        Index("ix_calibrations_profile_created", "profile_id", "created_at"),
+    )
+
+
 class SearchTenant(Base):
     """A tenant that wants a search: identical requests of several tenants share one search, which
     is cancelled only when none of them wants it any more (migration 0004)."""

@@ -1,0 +1,229 @@
+"""Per-cluster calibrations (issue 16): fit one on the stored runs of a cluster or profile, and
+choose the one a prediction or search uses.
+
+Shared by ``autopar calibrate`` and ``POST /v1/calibrations`` (fitting), and by predict, search and
+the worker (using). A run is the cluster's when its cluster resolves to that name (a preset's
+name, or ``GPUNAMExGPUS_PER_NODE`` for a custom cluster: what ``Search.cluster_name`` holds) and,
+for a profile, when it names the profile. The fit itself is ``search._fit.calibrate``: from the
+published constants, k-fold cross-validated.
+
+``--from-runs`` / ``from_runs`` narrows the runs: comma-separated ``key=value`` terms, each at
+most once: ``model=NAME`` (preset or custom shape name), ``search=ID``, ``since=YYYY-MM-DD``
+(stored on or after, UTC), ``last=N`` (the N newest of those).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from search import Calibration, ParallelConfig, SpecError, TrainingSpec, default_calibration
+from search._calibration import calibration_fingerprint, calibration_from_dict
+from search._fit import FOLDS, MIN_RUNS, PRIOR_WEIGHT, MeasuredRun, calibrate
+from service.api._schemas import ClusterIn, ModelIn
+from service.api._specs import cluster_spec, model_spec
+from service.store import ClusterCalibration, Database, Run, utc_now
+from service.store import _calibrations as store
+
+PUBLISHED = "published"
+"""The id an answer gives when it used the published constants (``search/calibration.json``)."""
+_FILTER_KEYS = ("model", "search", "since", "last")
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """Which of a cluster's runs a calibration is fitted on (module docstring)."""
+
+    model: str | None = None
+    search_id: str | None = None
+    since: datetime | None = None
+    last: int | None = None
+
+
+def parse_filter(text: str | None, field: str = "from_runs") -> RunFilter:
+    """``model=NAME,search=ID,since=YYYY-MM-DD,last=N`` (any subset); SpecError naming ``field``."""
+    if not text:
+        return RunFilter()
+    seen: dict[str, str] = {}
+    for term in text.split(","):
+        key, eq, value = term.strip().partition("=")
+        if not eq or key not in _FILTER_KEYS or not value.strip():
+            raise SpecError(field, f"{term.strip()!r} is not a key=value term of {', '.join(_FILTER_KEYS)}",
+                            "write e.g. model=llama3-8b,since=2026-11-01,last=30")
+        if key in seen:
+            raise SpecError(field, f"{key} is given twice", f"give {key} once")
+        seen[key] = value.strip()
+    since = last = None
+    if "since" in seen:
+        try:
+            since = datetime.strptime(seen["since"], "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            raise SpecError(field, f"since={seen['since']} is not a date", "write since=YYYY-MM-DD") from None
+    if "last" in seen:
+        if not seen["last"].isdigit() or int(seen["last"]) < 1:
+            raise SpecError(field, f"last={seen['last']} is not a positive whole number", "write e.g. last=30")
+        last = int(seen["last"])
+    return RunFilter(seen.get("model"), seen.get("search"), since, last)
+
+
+def cluster_name(cluster: dict[str, Any]) -> str | None:
+    """The name a stored request's cluster resolves to (``service.api._specs.cluster_spec``'s)."""
+    if cluster.get("preset"):
+        return str(cluster["preset"])
+    gpu, node = cluster.get("gpu") or {}, cluster.get("node") or {}
+    if "gpus_per_node" not in node:
+        return None
+    return f"{gpu.get('name', 'custom-gpu')}x{node['gpus_per_node']}"
+
+
+def measured_run(row: Run, db: Database) -> MeasuredRun:
+    """A stored run as the fit's input, its cluster resolved (profile applied) as when it was predicted."""
+    req = row.request
+    try:
+        model = model_spec(ModelIn.model_validate(req["model"]))
+        cluster = cluster_spec(ClusterIn.model_validate(req["cluster"]), db)[0]
+        training = TrainingSpec(global_batch=int(req["training"]["global_batch"]),
+                                precision=req["training"].get("precision", "bf16"), framework=req["framework"])
+        config = ParallelConfig(**req["config"])
+    except (KeyError, TypeError, ValueError, ValidationError) as err:  # SpecError is a ValueError
+        raise ValueError(f"run {row.id} was stored in a form this autopar cannot read ({err})") from None
+    return MeasuredRun(model, cluster, training, (config,), float(row.iteration_time_s or 0.0))
+
+
+def fit(db: Database, *, cluster: str | None, profile_id: str | None, run_filter: RunFilter, k: int = FOLDS,
+        seed: int = 0, tenant: str, autopar_version: str, field_prefix: str = "") -> ClusterCalibration:
+    """Fit and cross-validate a calibration on the cluster's (or profile's) timed runs: the row to
+    store (``service.store._calibrations.add``).
+
+    SpecError naming ``cluster`` / ``profile_id`` when neither or both are given, and ``from_runs``
+    when fewer than :data:`search._fit.MIN_RUNS` runs match (saying how many did)."""
+    if (cluster is None) == (profile_id is None):
+        raise SpecError(f"{field_prefix}cluster", "give exactly one of a cluster name and a profile id",
+                        "e.g. --cluster dgx-h100, or --profile ID of an uploaded hardware profile")
+    with db.session() as s:
+        rows = store.timed_runs(s, profile_id=profile_id, search_id=run_filter.search_id, since=run_filter.since,
+                                model=run_filter.model)
+        if cluster is not None:
+            rows = [r for r in rows if cluster_name(r.request.get("cluster") or {}) == cluster]
+        rows = list(rows[:run_filter.last] if run_filter.last else rows)
+    usable: list[tuple[str, MeasuredRun]] = []
+    skipped: list[str] = []
+    for row in rows:
+        try:
+            usable.append((row.id, measured_run(row, db)))
+        except ValueError as err:
+            skipped.append(str(err))
+    what = f"cluster {cluster!r}" if cluster is not None else f"profile {profile_id!r}"
+    if len(usable) < MIN_RUNS:
+        raise SpecError(f"{field_prefix}from_runs", f"{len(usable)} timed run{'s' * (len(usable) != 1)} of {what} "
+                        f"match{'es' * (len(usable) == 1)}; a calibration needs at least {MIN_RUNS}",
+                        f"store {MIN_RUNS - len(usable)} more (POST /v1/runs, autopar runs import), or widen "
+                        "--from-runs / from_runs")
+    usable.sort(key=lambda pair: pair[0])  # the fit does not depend on the order the database returns them in
+    run_ids = [rid for rid, _ in usable]
+    result = calibrate([m for _, m in usable], default_calibration(), k, seed=seed)
+    name = cluster
+    if name is None:
+        names = {cluster_name(r.request.get("cluster") or {}) for r in rows}
+        name = names.pop() if len(names) == 1 else None
+    stored = ClusterCalibration(
+        id=uuid.uuid4().hex, tenant=tenant, cluster_name=name, profile_id=profile_id,
+        constants=asdict(result.calibration), run_ids=run_ids, n_runs=len(run_ids),
+        k=result.cross_validation.k, cv_mape_before=result.cross_validation.mape_before,
+        cv_mape_after=result.cross_validation.mape_after,
+        details={"moved": {n: {"prior": p, "fitted": f} for n, (p, f) in result.moved.items()},
+                 "in_sample_mape": result.in_sample_mape, "prior_weight": PRIOR_WEIGHT, "seed": seed,
+                 "from_runs": run_filter_text(run_filter), "skipped": skipped[:20], "fit_s": result.seconds},
+        fingerprint=calibration_fingerprint(result.calibration, run_ids), autopar_version=autopar_version,
+        created_at=utc_now())
+    return stored
+
+
+def run_filter_text(f: RunFilter) -> str:
+    parts = [f"model={f.model}" if f.model else "", f"search={f.search_id}" if f.search_id else "",
+             f"since={f.since:%Y-%m-%d}" if f.since else "", f"last={f.last}" if f.last else ""]
+    return ",".join(p for p in parts if p)
+
+
+def as_utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def calibration_out(row: ClusterCalibration) -> dict[str, Any]:
+    """A stored calibration as JSON-ready data (``CalibrationOut``)."""
+    d = row.details or {}
+    return {"id": row.id, "cluster": row.cluster_name, "profile_id": row.profile_id, "constants": row.constants,
+            "moved": d.get("moved", {}), "run_ids": list(row.run_ids), "n_runs": row.n_runs, "k": row.k,
+            "cv_mape_before": row.cv_mape_before, "cv_mape_after": row.cv_mape_after,
+            "in_sample_mape": d.get("in_sample_mape"), "prior_weight": d.get("prior_weight"),
+            "from_runs": d.get("from_runs", ""), "fit_s": d.get("fit_s"), "fingerprint": row.fingerprint,
+            "autopar_version": row.autopar_version, "created_at": as_utc(row.created_at).isoformat()}
+
+
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    """The calibration a prediction or search uses, and how the answer names it."""
+
+    calibration: Calibration
+    id: str
+    """A stored calibration's id, or :data:`PUBLISHED`."""
+    cv_mape: float | None
+    """Its k-fold cross-validated iteration-time MAPE (None for the published constants)."""
+    cluster: str | None = None
+    n_runs: int | None = None
+    defaulted: bool = False
+    """Chosen as the cluster's latest, not named by the request."""
+
+    def out(self) -> dict[str, Any]:
+        return {"id": self.id, "cv_mape": self.cv_mape, "cluster": self.cluster, "n_runs": self.n_runs,
+                "defaulted": self.defaulted}
+
+    def note(self) -> str:
+        if self.id == PUBLISHED:
+            return ("calibration: published (the constants fitted on published runs; no calibration of this cluster "
+                    "is stored: `autopar calibrate` fits one)")
+        how = "the latest of this cluster" if self.defaulted else "as requested"
+        return (f"calibration: {self.id} ({how}; fitted on {self.n_runs} runs of {self.cluster or 'its profile'}, "
+                f"cross-validated time MAPE {100 * (self.cv_mape or 0.0):.1f} %)")
+
+    def stored(self) -> dict[str, Any]:
+        """What a stored search keeps: enough to rebuild the constants exactly."""
+        return {**self.out(), "constants": asdict(self.calibration)}
+
+
+def choose(db: Database, *, calibration_id: str | None, cluster: str | None, profile_id: str | None,
+           field: str = "calibration_id") -> Chosen:
+    """The calibration named by ``calibration_id`` ("published" for the published constants), else
+    the latest of the profile or cluster, else the published constants. An unknown id is a SpecError
+    naming ``field``."""
+    if calibration_id == PUBLISHED:
+        return Chosen(default_calibration(), PUBLISHED, None)
+    with db.session() as s:
+        if calibration_id is not None:
+            row = store.get(s, calibration_id=calibration_id)
+            if row is None:
+                raise SpecError(field, f"no calibration {calibration_id!r}",
+                                "list them with GET /v1/calibrations (autopar calibrate fits one), or give "
+                                "'published' for the published constants")
+        else:
+            row = store.latest(s, cluster_name=cluster, profile_id=profile_id)
+    if row is None:
+        return Chosen(default_calibration(), PUBLISHED, None)
+    return from_row(row, defaulted=calibration_id is None)
+
+
+def from_row(row: ClusterCalibration, *, defaulted: bool = False) -> Chosen:
+    return Chosen(calibration_from_dict(row.constants), row.id, row.cv_mape_after, row.cluster_name, row.n_runs,
+                  defaulted)
+
+
+def from_stored(doc: dict[str, Any] | None) -> Chosen:
+    """A search's stored :meth:`Chosen.stored` (published when the search predates calibrations)."""
+    if not doc or doc.get("id") in (None, PUBLISHED):
+        return Chosen(default_calibration(), PUBLISHED, None)
+    return Chosen(calibration_from_dict(doc["constants"]), str(doc["id"]), doc.get("cv_mape"), doc.get("cluster"),
+                  doc.get("n_runs"), bool(doc.get("defaulted")))

@@ -1,0 +1,86 @@
+"""/v1/calibrations (issue 16): a calibration is fitted on one cluster's stored runs with its
+cross-validated error, listed and served; predictions then use the cluster's latest and say so."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api._calibration_models import CalibrationOut
+
+CLUSTER = {"preset": "dgx-a100-80gb", "nodes": 1}
+MODEL = {"preset": "gpt-1.7b"}
+SHAPES = [({"tp": 1, "micro_batch": 1}, 64), ({"tp": 2, "micro_batch": 2}, 64), ({"tp": 1, "pp": 2}, 128),
+          ({"tp": 4}, 128), ({"tp": 2, "pp": 2, "micro_batch": 2}, 256), ({"tp": 8}, 64)]
+SLOWER = 1.3
+"""The synthetic cluster runs everything 30 % slower than the published constants predict."""
+
+
+def _store_runs(client: TestClient, auth: dict[str, str], n: int, cluster: dict = CLUSTER) -> list[str]:
+    ids = []
+    for config, batch in SHAPES[:n]:
+        spec = {"model": MODEL, "cluster": cluster, "training": {"global_batch": batch}, "config": config}
+        predicted = client.post("/v1/predict", json=spec).json()["prediction"]["iteration_time_s"]
+        r = client.post("/v1/runs", json={**spec, "iteration_time_s": predicted * SLOWER}, headers=auth)
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    return ids
+
+
+def test_a_calibration_is_fitted_stored_listed_and_used_by_predict(client: TestClient, auth: dict[str, str]) -> None:
+    run_ids = _store_runs(client, auth, 6)
+    _store_runs(client, auth, 2, {"preset": "dgx-h100"})  # another cluster's runs are not used
+    spec = {"model": MODEL, "cluster": CLUSTER, "training": {"global_batch": 64}, "config": {"tp": 2}}
+    before = client.post("/v1/predict", json=spec).json()
+    assert before["calibration"] == {"id": "published", "cv_mape": None, "cluster": None, "n_runs": None,
+                                     "defaulted": False}
+
+    r = client.post("/v1/calibrations", json={"cluster": "dgx-a100-80gb", "k": 3}, headers=auth)
+    assert r.status_code == 201, r.text
+    cal = CalibrationOut.model_validate(r.json())
+    assert r.headers["Location"] == f"/v1/calibrations/{cal.id}"
+    assert sorted(cal.run_ids) == sorted(run_ids) and cal.n_runs == 6 and cal.k == 3
+    assert cal.cv_mape_before == pytest.approx(1 - 1 / SLOWER, rel=1e-6)  # every run 30 % slower
+    assert cal.cv_mape_after < cal.cv_mape_before / 2
+    assert cal.moved and "zero3_efficiency" not in cal.moved  # nothing here informs ZeRO-3
+    assert len(cal.fingerprint) == 64 and cal.cluster == "dgx-a100-80gb"
+    assert client.get(f"/v1/calibrations/{cal.id}").json() == r.json()
+    page = client.get("/v1/calibrations", params={"cluster": "dgx-a100-80gb"}).json()
+    assert page["count"] == 1 and page["data"][0]["id"] == cal.id
+    assert client.get("/v1/calibrations", params={"cluster": "dgx-h100"}).json()["count"] == 0
+
+    after = client.post("/v1/predict", json=spec).json()
+    assert after["calibration"]["id"] == cal.id and after["calibration"]["defaulted"] is True
+    assert after["calibration"]["cv_mape"] == cal.cv_mape_after
+    assert after["prediction"]["iteration_time_s"] > before["prediction"]["iteration_time_s"] * 1.1
+    published = client.post("/v1/predict", json={**spec, "calibration_id": "published"}).json()
+    assert published["calibration"]["id"] == "published"
+    assert published["prediction"] == before["prediction"]
+    named = client.post("/v1/predict", json={**spec, "calibration_id": cal.id}).json()
+    assert named["calibration"]["defaulted"] is False and named["prediction"] == after["prediction"]
+    # another cluster has no calibration: the published constants
+    other = client.post("/v1/predict", json={**spec, "cluster": {"preset": "dgx-h100"}}).json()
+    assert other["calibration"]["id"] == "published"
+
+
+def test_refusals_name_the_field_and_the_runs_needed(client: TestClient, auth: dict[str, str]) -> None:
+    _store_runs(client, auth, 3)
+    r = client.post("/v1/calibrations", json={"cluster": "dgx-a100-80gb"}, headers=auth)
+    assert r.status_code == 422
+    item = r.json()["detail"][0]
+    assert item["field"] == "from_runs"
+    assert "3 timed runs of cluster 'dgx-a100-80gb' match; a calibration needs at least 5" in item["msg"]
+    assert "store 2 more" in item["fix"]
+    for body, field in [({}, "cluster"), ({"cluster": "x", "profile_id": "y"}, "cluster"),
+                        ({"cluster": "dgx-a100-80gb", "from_runs": "color=red"}, "from_runs"),
+                        ({"cluster": "dgx-a100-80gb", "from_runs": "since=yesterday"}, "from_runs"),
+                        ({"cluster": "dgx-a100-80gb", "from_runs": "last=0"}, "from_runs")]:
+        r = client.post("/v1/calibrations", json=body, headers=auth)
+        assert r.status_code == 422 and r.json()["detail"][0]["field"] == field, (body, r.text)
+    assert client.post("/v1/calibrations", json={"profile_id": "nope"}, headers=auth).status_code == 404
+    assert client.post("/v1/calibrations", json={"cluster": "dgx-a100-80gb"}).status_code == 401
+    assert client.get("/v1/calibrations/nope").status_code == 404
+    r = client.post("/v1/predict", json={"model": MODEL, "cluster": CLUSTER, "training": {"global_batch": 64},
+                                         "calibration_id": "nope"})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "calibration_id"
+    assert client.get("/v1/calibrations").json()["count"] == 0  # nothing stored by a refusal
