@@ -106,6 +106,17 @@ class Fabric:
         if not isinstance(self.sharp, bool):
             raise SpecError("Fabric.sharp", f"{self.sharp!r} is not a boolean", "use true or false")
 
+    def describe(self) -> str:
+        """One line for people: ``leaf 32 nodes, spine 256 nodes 2:1, core``, ``+ SHARP``."""
+        parts = []
+        for t in self.tiers:
+            text = t.name + (f" {t.nodes} nodes" if t.nodes else "")
+            if t.oversubscription != 1:
+                text += f" {t.oversubscription:g}:1"
+            parts.append(text)
+        text = "non-blocking" if len(self.tiers) == 1 and not self.tiers[0].nodes else ", ".join(parts)
+        return text + (" + SHARP" if self.sharp else "")
+
     def slowdown(self, tier: int) -> float:
         """Product of the oversubscriptions a group whose highest tier is ``tier`` crosses."""
         out = 1.0

@@ -15,7 +15,7 @@ torchtitan's ``ParallelDims`` mesh ``pp, dp_replicate, dp_shard, cp, tp`` (tp in
 
 from __future__ import annotations
 
-from search._fabric import Group
+from search._fabric import Fabric, Group, group_span
 from search._parallel_spec import ParallelConfig
 
 
@@ -63,3 +63,28 @@ def edp_group(config: ParallelConfig) -> Group:
 def ep_group(config: ParallelConfig) -> Group:
     """The expert-parallel group: ``ep`` ranks ``etp`` apart (etp innermost in either order)."""
     return ((config.ep, config.etp),)
+
+
+def groups(config: ParallelConfig) -> dict[str, Group]:
+    """Every communication group of ``config`` with more than one rank, by name: tp, cp, ep, dp (the
+    dense gradients' dp x cp group), edp (the experts') and pp."""
+    named = {"tp": tp_group(config), "cp": cp_group(config), "ep": ep_group(config), "dp": dp_cp_group(config),
+             "edp": edp_group(config) if config.ep * config.etp > 1 else ((1, 1),), "pp": pp_group(config)}
+    return {name: g for name, g in named.items() if _size(g) > 1}
+
+
+def _size(group: Group) -> int:
+    n = 1
+    for size, _ in group:
+        n *= size
+    return n
+
+
+def landing(config: ParallelConfig, gpus_per_node: int, domain_gpus: int, fabric: Fabric) -> dict[str, str]:
+    """Where each group of :func:`groups` runs: ``nvlink`` inside one NVLink domain, else the name of
+    the highest fabric tier it spans (``leaf``, ``spine``, ``core``)."""
+    out = {}
+    for name, group in groups(config).items():
+        span = group_span(group, gpus_per_node, domain_gpus, fabric)
+        out[name] = "nvlink" if span.tier < 0 else fabric.tiers[span.tier].name
+    return out

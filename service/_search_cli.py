@@ -2,11 +2,15 @@
 
     autopar search --model gpt3-175b --cluster dgx-a100-80gb --nodes 128 --global-batch 1536 --top 10
     autopar search --model llama3-70b --cluster dgx-h100 --nodes 8:256 --global-batch 512 --tokens 300e9
+    autopar search --model llama3-70b --cluster dgx-b200 --nodes 18 --global-batch 512 --versus gb200-nvl72
 
 One node count prints the top-k table, the counts, the best configuration's explanation, the
 Pareto front's size and the hints; ``--json`` prints :meth:`SearchResult.to_dict`. A range
 ``A:B`` searches A, 2A, 4A, ... nodes (and B) and prints the best configuration of each, with
-the time to train and the GPU-hours of a ``--tokens`` budget. No feasible configuration is said
+the time to train and the GPU-hours of a ``--tokens`` budget. ``--versus`` answers the same question
+on other clusters of as many GPUs (another node type, NVL72 racks, or the fabric oversubscribed ``@R:1``)
+and prints the answers side by side, with where each group of the best configuration runs (NVLink or
+the fabric tier it spans). No feasible configuration is said
 plainly and exits 3 (at every size of a range); user errors raise :class:`search.SpecError` (exit 2).
 Tables leave out their least important columns to fit the terminal (``--wide`` keeps them all).
 """
@@ -14,6 +18,7 @@ Tables leave out their least important columns to fit the terminal (``--wide`` k
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -71,6 +76,10 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "GPU (e.g. 10%%)")
     p.add_argument("--allow-untested", action="store_true",
                    help="also rank combinations the runtime accepts but has never been shown to run")
+    p.add_argument("--versus", action="append", metavar="NAME|FILE.json[@R:1]",
+                   help="answer the same question on another cluster with as many GPUs, side by side (repeatable): "
+                        "a preset or file; @R:1 oversubscribes its fabric's leaf uplinks R:1 (e.g. --versus "
+                        "gb200-nvl72, --versus dgx-b200@2:1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--wide", action="store_true", help="every table column, however wide the terminal")
     add_emit_arguments(p)
@@ -204,6 +213,27 @@ def run_search(args: argparse.Namespace) -> int:
                           min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
                           allow_untested=args.allow_untested)
 
+    if args.versus:
+        if node_counts is not None and len(node_counts) > 1:
+            raise SpecError("--versus", "compares clusters at one size, not a node range", "give one --nodes N")
+        if args.emit:
+            raise SpecError("--emit", "--versus answers on several clusters", "emit from one cluster without --versus")
+        base = profile.apply(load_cluster(args.cluster, None if node_counts is None else node_counts[0]))
+        contenders = [(args.cluster, base), *((spec, versus_cluster(spec, base.world_size)) for spec in args.versus)]
+        answers = []
+        for spec, cluster in contenders:
+            with _ProgressBar(f"{model.name} on {spec}", quiet=args.json) as bar:
+                answers.append((spec, cluster, search(
+                    model, cluster, args.global_batch, precision=args.precision, framework=args.framework,
+                    objective=args.objective, top_k=args.top, seed=args.seed, n_trials=args.trials,
+                    timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour, progress=bar,
+                    min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
+                    allow_untested=args.allow_untested)))
+        if args.json:
+            print(json.dumps([_versus_row(spec, cluster, r) for spec, cluster, r in answers], indent=2))
+        else:
+            _print_versus(answers, args)
+        return EXIT_OK if any(r.best is not None for _, _, r in answers) else EXIT_INFEASIBLE
     if node_counts is None or len(node_counts) == 1:
         result = one(None if node_counts is None else node_counts[0], args.study_name)
         if args.json:
@@ -353,3 +383,78 @@ def _print_what_if(results: list[SearchResult], args: argparse.Namespace) -> Non
                         for c in columns], rows, wide=args.wide)
     if any(result.best is None for result in results):
         print("NO FEASIBLE CONFIGURATION at some sizes: run `autopar search --nodes N` at one of them for the hints")
+
+
+def versus_cluster(spec: str, world_size: int) -> ClusterSpec:
+    """The cluster of a ``--versus`` value, ``NAME|FILE.json[@R:1]``, with ``world_size`` GPUs; ``@R:1``
+    sets the oversubscription of the uplinks above its fabric's leaves."""
+    name, _, ratio = spec.partition("@")
+    one = load_cluster(name, 1)
+    gpn = one.node.gpus_per_node
+    if world_size % gpn:
+        raise SpecError("--versus", f"{name}'s {gpn}-GPU nodes do not make {world_size} GPUs",
+                        f"give --nodes so that the GPU count is a multiple of {gpn}")
+    cluster = dataclasses.replace(one, num_nodes=world_size // gpn)
+    if not ratio:
+        return cluster
+    number = ratio.removesuffix(":1")
+    try:
+        value = float(number)
+    except ValueError:
+        raise SpecError("--versus", f"{ratio!r} is not an oversubscription R:1", "write e.g. dgx-b200@2:1") from None
+    tiers = cluster.fabric.tiers
+    if len(tiers) < 2:
+        raise SpecError("--versus", f"{name}'s fabric is one tier: no uplinks to oversubscribe",
+                        "use a preset with leaves and a spine (dgx-h100, dgx-b200, gb200-nvl72, ...)")
+    spine = dataclasses.replace(tiers[1], oversubscription=value)
+    fabric = dataclasses.replace(cluster.fabric, tiers=(tiers[0], spine, *tiers[2:]))
+    return dataclasses.replace(cluster, fabric=fabric, name=f"{cluster.name}@{value:g}:1")
+
+
+def _where(cluster: ClusterSpec, result: SearchResult) -> dict[str, str]:
+    from search._placement import landing
+
+    best = result.best
+    if best is None:
+        return {}
+    node = cluster.node
+    return landing(best.config, node.gpus_per_node, node.nvlink_domain, cluster.fabric)
+
+
+def _versus_row(spec: str, cluster: ClusterSpec, result: SearchResult) -> dict[str, Any]:
+    best = result.best
+    return {"cluster": spec, "name": cluster.name, "num_nodes": result.num_nodes, "world_size": result.world_size,
+            "nvlink_domain_gpus": cluster.node.nvlink_domain, "fabric": cluster.fabric.describe(),
+            "best": None if best is None else best.to_dict(), "groups": _where(cluster, result),
+            "n_valid": result.n_valid, "n_feasible": result.n_feasible, "elapsed_s": result.elapsed_s}
+
+
+def _print_versus(answers: list[tuple[str, ClusterSpec, SearchResult]], args: argparse.Namespace) -> None:
+    from search._search import describe
+
+    first = answers[0][2]
+    print(f"{first.model} on {first.world_size} GPUs, global batch {args.global_batch}, {args.precision}, "
+          f"framework {args.framework}, objective {args.objective}: the same question on {len(answers)} clusters")
+    columns = ["cluster", "nodes", "NVLink domain", "fabric", "best configuration", "groups on", "tokens/s", "MFU",
+               "iteration s", "peak GiB", "feasible/evaluated"]
+    rows = []
+    for spec, cluster, result in answers:
+        best = result.best
+        cells = [spec, str(result.num_nodes), str(cluster.node.nvlink_domain), cluster.fabric.describe()]
+        if best is None:
+            cells += ["NO FEASIBLE CONFIGURATION", "-", "-", "-", "-", "-"]
+        else:
+            p = best.prediction
+            where = ", ".join(f"{g} {tier}" for g, tier in _where(cluster, result).items()) or "-"
+            cells += [describe(best.framework, best.config), where, f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
+                      f"{p.iteration_time_s:.3f}", f"{p.peak_memory_bytes_per_gpu / 2**30:.1f}"]
+        cells.append(f"{result.n_feasible:,}/{result.n_evaluated:,}")
+        rows.append(cells)
+    keep = {"cluster", "best configuration", "groups on", "tokens/s"}
+    order = {"feasible/evaluated": 0, "peak GiB": 1, "iteration s": 2, "fabric": 3, "NVLink domain": 4, "MFU": 5}
+    print_table("best configuration per cluster", [Column(c, left=c in ("cluster", "fabric", "best configuration",
+                                                                      "groups on"), keep=c in keep,
+                                                         priority=order.get(c, 9)) for c in columns],
+                rows, wide=args.wide)
+    if any(result.best is None for _, _, result in answers):
+        print("NO FEASIBLE CONFIGURATION on some clusters: search each alone for the hints")

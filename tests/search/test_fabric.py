@@ -149,3 +149,22 @@ def test_a_cluster_takes_only_a_fabric() -> None:
     with pytest.raises(SpecError, match=r"ClusterSpec\.fabric"):
         dataclasses.replace(base, fabric={"tiers": []})  # type: ignore[arg-type]
     assert isinstance(ClusterSpec(base.gpu, base.node).fabric, Fabric)
+
+
+def test_the_search_on_two_nvl72_racks_keeps_its_largest_communication_group_on_nvlink() -> None:
+    """Llama 3 70B on two GB200 NVL72 racks (144 GPUs): the ranked best's most expensive communication
+    term belongs to a group inside one rack's NVLink domain; only the data-parallel group crosses racks."""
+    from search import model_preset
+    from search._placement import landing
+    from search._search import search
+
+    cluster = cluster_preset("gb200-nvl72", 36)
+    result = search(model_preset("llama3-70b"), cluster, 288, framework="megatron", top_k=3)
+    assert result.best is not None
+    breakdown = result.best.prediction.time_breakdown_s
+    terms = {"tp_comm": "tp", "cp_comm": "cp", "ep_comm": "ep", "pp_p2p": "pp", "dp_comm": "dp"}
+    largest = max(terms, key=lambda term: breakdown.get(term, 0.0))
+    assert breakdown[largest] > 0
+    where = landing(result.best.config, cluster.node.gpus_per_node, cluster.node.nvlink_domain, cluster.fabric)
+    assert where[terms[largest]] == "nvlink"
+    assert {group for group, tier in where.items() if tier != "nvlink"} <= {"dp", "edp"}
