@@ -84,7 +84,7 @@ class Settings(BaseSettings):
         return values
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None, /, **overrides: Any) -> Settings:
         """The settings of the process environment; ``env`` (``AUTOPAR_*`` names) and ``overrides``
         (field names) take precedence over it. A bad value raises SpecError naming the variable,
         what is wrong and the range to give."""
