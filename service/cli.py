@@ -35,6 +35,7 @@ from search import (
 from search._model_presets import MODEL_PRESETS
 from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
 from service._admin_cli import add_admin_parsers
+from service._calibrate_cli import CALIBRATION_HELP, add_calibrate_parser, cli_calibration
 from service._cli_output import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measured hardware profile (autopar profile): replaces preset speeds where measured")
     p.add_argument("--profile-max-age-days", type=float, default=90.0, metavar="DAYS",
                    help="warn when the profile is older than this (default: 90)")
+    p.add_argument("--calibration", metavar="ID", help=CALIBRATION_HELP)
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.set_defaults(handler=_predict)
 
@@ -119,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parsers(sub)
     add_admin_parsers(sub)
     add_runs_parser(sub)
+    add_calibrate_parser(sub)
     return parser
 
 
@@ -175,13 +178,15 @@ def _predict(args: argparse.Namespace) -> int:
         notes = tuple(f"stale profile: {why}" for why in stale) + fallbacks
     config = parallel_config(args, cluster.world_size)
     training = TrainingSpec(global_batch=args.global_batch, precision=args.precision, framework=args.framework)
-    prediction = predict(model, cluster, config, training)
+    chosen = cli_calibration(args.calibration, cluster.name)
+    prediction = predict(model, cluster, config, training, chosen.calibration)
     if notes:
         prediction = dataclasses.replace(prediction, warnings=prediction.warnings + notes)
     if args.json:
-        print(json.dumps(prediction.to_dict(), indent=2))
+        print(json.dumps({**prediction.to_dict(), "calibration": chosen.out()}, indent=2))
     else:
         print(describe(model, cluster, config, training))
+        print(chosen.note())
         print(prediction.explain())
     return EXIT_OK if prediction.feasible else EXIT_INFEASIBLE
 
