@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from search._cluster_spec import BOUNDS as HARDWARE_BOUNDS  # not re-exported by search: one definition
+from search._fabric import OVERSUBSCRIPTION, RAIL_BYTES_PER_S
 from search._parallel_spec import Framework, Placement, Precision
 
 Positive = Annotated[int, Field(ge=1)]
@@ -170,6 +171,30 @@ class NodeIn(_In):
     cpu_adam_params_per_s: float = _figure("cpu_adam_params_per_s", "parameter updates/s")
     nvlink_domain_gpus: int = Field(default=0, ge=0, le=65_536, description="GPUs reachable over NVLink when more "
                                     "than one node (72 for an NVL72 rack of 4-GPU trays); 0 means the node.")
+    nvls: bool = Field(default=False, description="The NVLink switches reduce (NVLink SHARP: H100/H200, B200/B300, "
+                       "NVL72), so intra_node_bytes_per_s is NCCL's NVLS all-reduce bus bandwidth.")
+
+
+class FabricTierIn(_In):
+    """One tier of the scale-out fabric (the fields of search's FabricTier)."""
+
+    name: Literal["leaf", "spine", "core"]
+    nodes: int = Field(default=0, ge=0, le=65_536, description="Nodes under one switch group of this tier, "
+                       "consecutive in rank order; 0 means every node (the top tier).")
+    oversubscription: float = Field(default=1.0, ge=OVERSUBSCRIPTION[0], le=OVERSUBSCRIPTION[1],
+                                    description="Down:up bandwidth ratio of the uplinks into this tier (2 for 2:1; "
+                                    "1 non-blocking; the leaf's is 1).")
+    bus_bytes_per_s: float | None = Field(default=None, ge=RAIL_BYTES_PER_S[0], le=RAIL_BYTES_PER_S[1],
+                                          description="Measured bus bandwidth per GPU rail of a group whose highest "
+                                          "tier is this one, bytes/s; null: the node's NICs over the oversubscription.",
+                                          json_schema_extra={"x-unit": "bytes/s"})
+
+
+class FabricIn(_In):
+    """The scale-out network above the nodes: tiers bottom up (leaf, spine, core) and in-network reduction."""
+
+    tiers: list[FabricTierIn] = Field(min_length=1, max_length=3)
+    sharp: bool = Field(default=False, description="In-network (SHARP) reduction of all-reduces across nodes.")
 
 
 class ClusterIn(_In):
@@ -183,6 +208,8 @@ class ClusterIn(_In):
     node: NodeIn | None = None
     nodes: int = Field(default=1, ge=1, le=65_536)
     profile_id: Annotated[str, Field(min_length=1, max_length=32)] | None = None
+    fabric: FabricIn | None = Field(default=None, description="The scale-out fabric; null: the preset's (DGX "
+                                    "SuperPOD, NVL72 racks, ...) or, for a custom node, one non-blocking tier.")
 
     @model_validator(mode="after")
     def _one(self) -> ClusterIn:

@@ -19,7 +19,8 @@ from search import (
     model_from_hf_config,
     model_preset,
 )
-from service.api._schemas import ClusterIn, ConfigIn, ModelIn, ModelShape
+from search._fabric import Fabric, FabricTier
+from service.api._schemas import ClusterIn, ConfigIn, FabricIn, ModelIn, ModelShape
 from service.store import Database, Profile
 
 
@@ -71,9 +72,25 @@ def cluster_spec(c: ClusterIn, db: Database) -> tuple[ClusterSpec, tuple[str, ..
             raise SpecError("cluster", "custom clusters need gpu and node", "give both")
         cluster = ClusterSpec(gpu=GPUSpec(**c.gpu.model_dump()), node=NodeSpec(**c.node.model_dump()),
                               num_nodes=c.nodes, name=f"{c.gpu.name}x{c.node.gpus_per_node}")
+    if c.fabric is not None:
+        fabric = fabric_spec(c.fabric)
+        try:
+            cluster = dataclasses.replace(cluster, fabric=fabric)
+        except SpecError as err:  # a leaf that splits an NVLink domain
+            raise SpecError(err.field.replace("ClusterSpec.", "cluster."), err.problem, err.fix) from None
     if c.profile_id is None:
         return cluster, ()
     return apply_profile(cluster, load_profile(db, c.profile_id))
+
+
+def fabric_spec(f: FabricIn) -> Fabric:
+    """The request's fabric; a rule the schema cannot say (tier order, nested node counts, the leaf's
+    line rate) is a SpecError naming ``cluster.fabric...`` (422)."""
+    try:
+        return Fabric(tuple(FabricTier(**t.model_dump()) for t in f.tiers), sharp=f.sharp)
+    except SpecError as err:
+        where = err.field.replace("Fabric.", "").replace("FabricTier(", "tiers.").replace(")", "")
+        raise SpecError(f"cluster.fabric.{where}", err.problem, err.fix) from None
 
 
 def parallel_config(c: ConfigIn, world_size: int) -> ParallelConfig:

@@ -1,0 +1,57 @@
+"""The cluster's fabric through the API: accepted on a preset or custom cluster, costed (an
+oversubscribed spine slows a prediction whose dp group spans leaves), and refused with a 422 naming
+the field when it is not physical."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+# Llama 2 7B, tp=8 dp=8 on 8 DGX H100: each dp group has one rank per node, nodes 0-7.
+PREDICT: dict[str, Any] = {"model": {"preset": "llama2-7b"}, "training": {"global_batch": 64},
+                           "framework": "megatron", "config": {"tp": 8, "zero_stage": 0, "recompute": "full"}}
+
+
+def fabric(oversubscription: float, leaf_nodes: int = 4) -> dict[str, Any]:
+    return {"tiers": [{"name": "leaf", "nodes": leaf_nodes}, {"name": "spine", "oversubscription": oversubscription}]}
+
+
+def _predict(client: TestClient, auth: dict[str, str], cluster: dict[str, Any]) -> dict[str, Any]:
+    r = client.post("/v1/predict", headers=auth, json={**PREDICT, "cluster": cluster})
+    assert r.status_code == 200, r.text
+    prediction: dict[str, Any] = r.json()["prediction"]
+    return prediction
+
+
+def test_a_fabric_on_a_preset_is_costed(client: TestClient, auth: dict[str, str]) -> None:
+    preset = _predict(client, auth, {"preset": "dgx-h100", "nodes": 8})
+    flat = _predict(client, auth, {"preset": "dgx-h100", "nodes": 8, "fabric": fabric(1.0)})
+    blocking = _predict(client, auth, {"preset": "dgx-h100", "nodes": 8, "fabric": fabric(4.0)})
+    assert flat["time_breakdown_s"]["dp_comm"] == preset["time_breakdown_s"]["dp_comm"]
+    assert blocking["time_breakdown_s"]["dp_comm"] > 2 * flat["time_breakdown_s"]["dp_comm"]
+
+
+@pytest.mark.parametrize(("fabric_body", "field"), [
+    ({"tiers": [{"name": "leaf", "nodes": 4, "oversubscription": 2.0}]}, "cluster.fabric.tiers.leaf.oversubscription"),
+    ({"tiers": [{"name": "spine", "nodes": 4}]}, "cluster.fabric.tiers"),
+    ({"tiers": [{"name": "leaf", "nodes": 4}, {"name": "spine", "nodes": 6}]}, "cluster.fabric.tiers.spine.nodes"),
+    (fabric(0.5), "cluster.fabric.tiers.1.oversubscription"),
+    (fabric(1.0, leaf_nodes=-1), "cluster.fabric.tiers.0.nodes"),
+    ({"tiers": []}, "cluster.fabric.tiers"),
+])
+def test_a_bad_fabric_is_a_422_naming_the_field(client: TestClient, auth: dict[str, str], fabric_body: dict[str, Any],
+                                                field: str) -> None:
+    r = client.post("/v1/predict", headers=auth,
+                    json={**PREDICT, "cluster": {"preset": "dgx-h100", "nodes": 8, "fabric": fabric_body}})
+    assert r.status_code == 422, r.text
+    assert field in [item["field"] for item in r.json()["detail"]]
+
+
+def test_a_leaf_that_splits_an_nvl72_rack_is_a_422(client: TestClient, auth: dict[str, str]) -> None:
+    body = {**PREDICT, "config": {"tp": 4, "recompute": "full"},
+            "cluster": {"preset": "gb200-nvl72", "nodes": 36, "fabric": fabric(1.0, leaf_nodes=8)}}
+    r = client.post("/v1/predict", headers=auth, json=body)
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["field"] == "cluster.fabric.tiers.leaf.nodes"
