@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, cast
 
 from search._calibration import Calibration
@@ -21,19 +22,28 @@ from search._space import Candidate
 from search._support import support_status
 
 ProgressFn = Callable[[int, int], None]
+_OFFLOAD_SHARES: tuple[float, ...] = tuple(i / 20 for i in range(1, 20))
+"""Shares of the optimizer states on the host a partial offload tries (steps of 5 %)."""
+
+
+def _with_offload_share(config: ParallelConfig, share: float) -> ParallelConfig:
+    return replace(config, optimizer_offload_fraction=round(share, 2))
 
 
 def describe(framework: str, c: ParallelConfig) -> str:
     """A compact one-line label of a configuration."""
+    share = f"x{c.optimizer_offload_fraction:g}" if c.optimizer_offload_fraction < 1 else ""
     offload = "" if c.offload_optimizer == c.offload_param == "none" else (
-        f" offload(opt={c.offload_optimizer},param={c.offload_param})")
+        f" offload(opt={c.offload_optimizer}{share},param={c.offload_param})")
+    recompute = c.recompute + (f"({c.recompute_layers} layers/stage)" if c.recompute_layers is not None else "")
     return (f"{framework} dp={c.dp} tp={c.tp} pp={c.pp}" + (f" vp={c.vp}" if c.vp > 1 else "")
             + (f" layers={'/'.join(map(str, c.stage_layers))}" if c.stage_layers is not None else "")
             + (f" cp={c.cp}" if c.cp > 1 else "") + (" sp" if c.sp else "")
             + (f" ep={c.ep}" if c.ep > 1 else "") + (f" etp={c.etp}" if c.etp > 1 else "")
             + (" tp-overlap" if c.tp_comm_overlap else "")
             + (f" order={c.placement}" if c.placement != "tp-cp-ep-dp-pp" else "")
-            + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={c.recompute}"
+            + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={recompute}"
+            + (f" act-offload={c.activation_offload_layers}" if c.activation_offload_layers else "")
             + (f" tiles={c.tiles}" if c.tiles > 1 else ""))
 
 
@@ -112,6 +122,7 @@ class Evaluator:
         failed_from: dict[tuple[Any, ...], int] = {}
         # TP communication overlap changes no memory term: its twin without overlap's plan is reused.
         plans: dict[tuple[Any, ...], MemoryPlan] = {}
+        fits_at: set[tuple[Any, ...]] = set()  # the keys (+ micro-batch) of the configurations that fit
         for order, cand in enumerate(candidates, start=1):
             c = cand.config
             key = (cand.framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, c.offload_optimizer,
@@ -124,15 +135,93 @@ class Evaluator:
                 plan = self.memory(cand)
                 if c.sp:
                     plans[twin] = plan
-            if self.fits(plan):
+            fit = self.fits(plan)
+            if fit:
                 self.fitting[cand] = plan
                 fitting.append(cand)
+                fits_at.add((*key, c.micro_batch))
             else:
                 failed_from[key] = min(c.micro_batch, failed_from.get(key, c.micro_batch))
                 self._remember_miss(cand, plan, order)
+            for part, part_plan in self._partials(cand, plan, fit, fits_at):
+                self.fitting[part] = part_plan
+                fitting.append(part)
         self.n_feasible = len(fitting)
         self.scanned = True
         return fitting
+
+    def _fitting(self, cand: Candidate, config: ParallelConfig) -> tuple[Candidate, MemoryPlan] | None:
+        part = Candidate(cand.framework, config)
+        if support_status(cand.framework, config) == "refused":
+            return None
+        plan = self.memory(part)
+        return (part, plan) if self.fits(plan) else None
+
+    def _smallest(self, cand: Candidate, build: Callable[[float], ParallelConfig], low: float, high: float,
+                  peak_low: float, peak_high: float, grid: Sequence[float]) -> tuple[Candidate, MemoryPlan] | None:
+        """The smallest value of ``grid`` (ascending, between ``low`` and ``high``) whose
+        configuration ``build(value)`` fits, found from the peak's affine trend between ``low``
+        (``peak_low``, too big) and ``high`` (``peak_high``, fits) and checked with real plans
+        (at most three); None when only ``high`` fits."""
+        cap = self.cluster.gpu.memory_bytes - self.min_headroom_bytes
+        if peak_low <= peak_high:
+            return None
+        estimate = low + (peak_low - cap) / (peak_low - peak_high) * (high - low)
+        start = next((i for i, v in enumerate(grid) if v >= estimate - 1e-9), len(grid))
+        for value in grid[start:start + 3]:
+            found = self._fitting(cand, build(value))
+            if found is not None:
+                return found
+        return None
+
+    def _partials(self, cand: Candidate, plan: MemoryPlan, fit: bool,
+                  fits_at: set[tuple[Any, ...]]) -> list[tuple[Candidate, MemoryPlan]]:
+        """Fine-grained memory policies derived from one enumerated configuration (issue 18): the
+        least recomputation, optimizer offload or activation offload that makes its layout fit, which
+        is the fastest of each knob's settings for that layout (recomputing or moving more only adds
+        time). Derived only where the coarser policy below does not fit: with full recomputation when
+        neither no nor selective recomputation fits (Megatron ``--recompute-method block``); with a
+        whole optimizer offload when no offload does not fit (``--optimizer-offload-fraction``,
+        DeepSpeed ZeRO-3 ``ratio``); and activation offload where nothing else is recomputed or
+        offloaded and pp = 1 (``--cpu-offloading-num-layers``)."""
+        c, fw = cand.config, cand.framework
+        out: list[tuple[Candidate, MemoryPlan]] = []
+        base = (fw, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage)
+        tail = (c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles, c.micro_batch)
+        if (fit and c.recompute == "full" and c.recompute_layers is None and fw in ("megatron", "megatron-deepspeed")
+                and c.offload_param == "none"
+                and not any((*base, c.offload_optimizer, c.offload_param, rc, *tail) in fits_at
+                            for rc in ("none", "selective"))):
+            chunk = -(-max(c.stage_layers or (self.model.layers // c.pp,)) // c.vp)
+            if chunk > 1:
+                one = self.memory(Candidate(fw, replace(c, recompute_layers=1)))
+                found = ((Candidate(fw, replace(c, recompute_layers=1)), one) if self.fits(one) else self._smallest(
+                    cand, lambda k: replace(c, recompute_layers=int(k)), 1, chunk, one.peak_bytes, plan.peak_bytes,
+                    tuple(float(k) for k in range(2, chunk))))
+                if found is not None:
+                    out.append(found)
+        sources = [(cand, plan), *out] if fit else []
+        for src, src_plan in sources:
+            s = src.config
+            if (s.offload_optimizer == "cpu" and s.optimizer_offload_fraction == 1.0
+                    and (fw == "megatron" or (fw == "deepspeed" and s.zero_stage == 3))
+                    and (*base, "none", s.offload_param, c.recompute, *tail) not in fits_at):
+                half = self.memory(Candidate(fw, replace(s, optimizer_offload_fraction=0.5)))
+                # The peak rises as the share on the host falls: estimate from f = 1 (fits) and f = 0.5.
+                peak0 = src_plan.peak_bytes + 2.0 * (half.peak_bytes - src_plan.peak_bytes)
+                found = self._smallest(src, partial(_with_offload_share, s), 0.0, 1.0, peak0, src_plan.peak_bytes,
+                                       _OFFLOAD_SHARES)
+                if found is not None:
+                    out.append(found)
+        if (not fit and fw == "megatron" and c.pp == 1 and c.recompute == "none" and c.offload_optimizer == "none"
+                and c.activation_offload_layers == 0 and self.model.layers > 1):
+            most = self.model.layers - 1
+            full = self.memory(Candidate(fw, replace(c, activation_offload_layers=most)))
+            if self.fits(full):
+                found = self._smallest(cand, lambda n: replace(c, activation_offload_layers=int(n)), 0, most,
+                                       plan.peak_bytes, full.peak_bytes, tuple(float(n) for n in range(1, most)))
+                out.append(found or (Candidate(fw, replace(c, activation_offload_layers=most)), full))
+        return out
 
     def upper_bound_tokens_per_s(self, cand: Candidate) -> float:
         """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`): m times the
@@ -140,13 +229,13 @@ class Evaluator:
         the layer shape and the layout, cached here by them."""
         c = cand.config
         key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute, c.tp_comm_overlap,
-               cand.framework == "megatron-deepspeed", c.stage_layers, c.ep, c.etp)
+               cand.framework == "megatron-deepspeed", c.stage_layers, c.ep, c.etp, c.recompute_layers)
         terms = self._bound_cache.get(key)
         if terms is None:
             # dp, ZeRO, offloads and vp do not enter the per-micro-batch terms (the expert degrees do).
             one = ParallelConfig.trusted(1, c.tp, c.pp, 1, c.cp, c.sp, c.micro_batch, 0, "none", "none", c.recompute,
                                          tp_comm_overlap=c.tp_comm_overlap, stage_layers=c.stage_layers, ep=c.ep,
-                                         etp=c.etp)
+                                         etp=c.etp, recompute_layers=c.recompute_layers)
             training = replace(self.trainings[cand.framework], global_batch=c.micro_batch)
             terms = stage_bound_terms(self.model, self.cluster, one, training, self.cal)
             self._bound_cache[key] = terms
@@ -244,7 +333,8 @@ def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int, int]:
     offloads = (c.offload_optimizer != "none") + (c.offload_param != "none")
     dims = sum((c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1, c.ep > 1, c.etp > 1))
     departures = sum((c.zero_stage >= 2, c.recompute != "none", c.tp_comm_overlap, c.tiles > 1,
-                      c.placement != "tp-cp-ep-dp-pp"))
+                      c.placement != "tp-cp-ep-dp-pp", c.optimizer_offload_fraction < 1, c.recompute_layers is not None,
+                      c.activation_offload_layers > 0))
     return untested, offloads, dims, departures
 
 

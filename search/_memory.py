@@ -42,7 +42,8 @@ class ModelStateBytes:
 @lru_cache(maxsize=65536)
 def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params: float,
                       largest_layer_params: float, layer_params: float,
-                      offload_optimizer: str, offload_param: str, *, pipelined: bool = False) -> ModelStateBytes:
+                      offload_optimizer: str, offload_param: str, *, pipelined: bool = False,
+                      offload_fraction: float = 1.0) -> ModelStateBytes:
     """Weights, gradients and Adam states of ``params`` parameters on one GPU.
 
     ``params`` is this GPU's model-parallel share (after TP and PP); ``shard_degree`` the
@@ -54,6 +55,10 @@ def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params
     ``set_requires_gradient_sync(False)`` in ``torch/distributed/pipelining/stage.py``): 2 bytes
     of unsharded 16-bit parameters and 4 of fp32-accumulated gradients (FSDP2's
     ``unsharded_accumulated_grad`` in the reduce dtype) per parameter of the stage.
+    A partial optimizer offload (``offload_fraction`` < 1: DeepSpeed ``offload_optimizer.ratio``,
+    Megatron ``--optimizer-offload-fraction``) keeps the rest of the optimizer states, and with
+    DeepSpeed the rest of the fp32 gradient partition, on the GPU: the all-or-nothing figures
+    scaled by the fraction.
     """
     d = float(shard_degree)
     p = params
@@ -81,11 +86,12 @@ def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params
         grads = {0: 6.0 * p, 1: 2.0 * p + 4.0 * p / d, 2: 6.0 * p / d, 3: 4.0 * p / d}[stage]
     optimizer = 12.0 * p / d if stage >= 1 else 12.0 * p
     if offload_optimizer != "none":
-        optimizer = 0.0
+        kept = 1.0 - offload_fraction
+        optimizer *= kept
         # ZeRO-Offload streams the gradients to the host; Megatron's --optimizer-cpu-offload keeps the
         # fp32 main-gradient buffer on the GPU and copies it out for the CPU step
         # (megatron/core/optimizer/cpu_offloading/README.md: the optimizer states move).
-        grads = grads if framework == "megatron" else 0.0
+        grads = grads if framework == "megatron" else grads * kept
     if offload_param != "none":
         weights = 0.0
     gathered = 4.0 * largest_layer_params if stage == 3 and framework != "megatron" else 0.0

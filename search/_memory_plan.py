@@ -34,6 +34,7 @@ from search._stages import (
     stage_layer_counts,
     stage_moe_layer_counts,
     stage_params_per_rank,
+    stage_recompute_shares,
 )
 from search._tiling import largest_module_params, tiles_that_fit
 from search._units import GiB
@@ -107,11 +108,13 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
     states = model_state_bytes(
         training.framework, c.zero_stage, c.dp * c.cp, params - expert_params, largest / c.tp,
         model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
+        offload_fraction=c.optimizer_offload_fraction,
     )
     if expert_params:
         ex = model_state_bytes(
             training.framework, c.zero_stage, c.edp, expert_params, _largest_layer_params(model) / c.tp,
             model.expert_params_per_layer / (c.ep * c.etp), c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
+            offload_fraction=c.optimizer_offload_fraction,
         )
         states = ModelStateBytes(states.weights_bytes + ex.weights_bytes, states.gradients_bytes + ex.gradients_bytes,
                                  states.optimizer_bytes + ex.optimizer_bytes,
@@ -159,6 +162,12 @@ def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: Trainin
     per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute)
     per_moe_layer = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, c.recompute)
                      if model.moe is not None else per_layer)
+    shares = stage_recompute_shares(model, c)
+    kept, kept_moe = per_layer, per_moe_layer  # layers that do not recompute (partial recomputation)
+    if c.recompute == "full" and c.recompute_layers is not None:
+        kept = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, "none")
+        kept_moe = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none")
+                    if model.moe is not None else kept)
     working = 0.0
     if c.recompute == "full":
         working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp)
@@ -169,7 +178,13 @@ def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: Trainin
         held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, r) if c.pp > 1 else float(
             in_flight_micro_batches(1, 1, num_micro_batches))
         n_moe = moe_counts[r] + (model.mtp_layers if r == c.pp - 1 else 0)
-        per_mb = (counts[r] - moe_counts[r]) * per_layer + n_moe * per_moe_layer
+        share = shares[r]
+        dense_bytes = share * per_layer + (1.0 - share) * kept
+        moe_bytes = share * per_moe_layer + (1.0 - share) * kept_moe
+        per_mb = (counts[r] - moe_counts[r]) * dense_bytes + n_moe * moe_bytes
+        if c.activation_offload_layers:
+            # Offloaded layers leave the GPU after their forward; one comes back ahead of its backward.
+            per_mb -= (c.activation_offload_layers - 1) * per_layer
         out[r] = _stage_breakdown(model, c, training, params[r], held, r == c.pp - 1, cal, per_mb, working,
                                   experts[r])
     return out
@@ -205,6 +220,7 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     gpn = node.gpus_per_node
     shard = max(stage_params_per_rank(model, c)) / (c.dp * c.cp)
     opt_bytes, param_bytes = offloaded_state_bytes_per_gpu(shard, c.offload_optimizer, c.offload_param)
+    opt_bytes *= c.optimizer_offload_fraction
     host_states = gpn * ((opt_bytes if c.offload_optimizer == "cpu" else 0.0)
                          + (param_bytes if c.offload_param == "cpu" else 0.0))
     nvme = gpn * ((opt_bytes if c.offload_optimizer == "nvme" else 0.0)
@@ -213,12 +229,15 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     if c.offload_param != "none" and c.recompute == "full":
         checkpoints = gpn * host_checkpoint_bytes_per_gpu(c.micro_batch, model.seq_len, c.cp, model.hidden,
                                                           counts[0], held)
+    offloaded_activations = gpn * c.activation_offload_layers * layer_activation_bytes(
+        model, c.micro_batch, c.tp, c.cp, c.sp, "none")
     cpu_breakdown: dict[str, float] = {}
-    if c.offload_optimizer != "none" or c.offload_param != "none":
+    if c.offload_optimizer != "none" or c.offload_param != "none" or offloaded_activations:
         cpu_breakdown = {
             "optimizer_states": gpn * opt_bytes if c.offload_optimizer == "cpu" else 0.0,
             "parameters": gpn * param_bytes if c.offload_param == "cpu" else 0.0,
             "activation_checkpoints": checkpoints,
+            "offloaded_activations": offloaded_activations,
             "swap_buffers": gpn * swap_buffer_bytes_per_gpu(c.offload_optimizer, c.offload_param),
             "runtime_reserved": runtime_reserved_bytes_per_node(gpn),
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from search._cluster_spec import ClusterSpec
+from search._memory import layer_activation_bytes
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig
 
@@ -41,25 +42,28 @@ def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig
     (``stage_params``: per pipeline rank; ``layers_per_stage``: the most layers on a rank;
     ``shard_params``: the GPU's optimizer shard when it is not the largest stage over dp x cp, as
     with experts sharded over the expert data-parallel group)."""
-    if config.offload_optimizer == "none" and config.offload_param == "none":
+    if config.offload_optimizer == "none" and config.offload_param == "none" and not config.activation_offload_layers:
         return OffloadTerms(0.0, 0.0)
     node = cluster.node
     if shard_params is None:
         shard_params = max(stage_params) / (config.dp * config.cp)
     node_params = shard_params * node.gpus_per_node
-    per_micro_batch_s = 0.0
+    per_micro_batch_s = activation_offload_s(model, cluster, config)
     step_s = 0.0
+    # A partial offload moves that share of the states and of their update (optimizer_offload_fraction).
+    fraction = config.optimizer_offload_fraction
+    shard_params_opt, node_params_opt = fraction * shard_params, fraction * node_params
     if config.offload_optimizer != "none" and framework == "megatron":
         # --optimizer-cpu-offload: at the step the fp32 main gradients of the shard go down, the CPU
         # Adam runs, the updated parameters come back (megatron/core/optimizer/cpu_offloading).
-        step_s += MEGATRON_GRAD_BYTES * shard_params / node.pcie_bytes_per_s
-        step_s += node_params / node.cpu_adam_params_per_s
-        step_s += PARAM_BYTES * shard_params / node.pcie_bytes_per_s
+        step_s += MEGATRON_GRAD_BYTES * shard_params_opt / node.pcie_bytes_per_s
+        step_s += node_params_opt / node.cpu_adam_params_per_s
+        step_s += PARAM_BYTES * shard_params_opt / node.pcie_bytes_per_s
     elif config.offload_optimizer != "none":
         # 16-bit gradients of the shard_params go down during each backward; parameters come back once.
-        per_micro_batch_s += 2.0 * shard_params / node.pcie_bytes_per_s
-        step_s += node_params / node.cpu_adam_params_per_s
-        step_s += PARAM_BYTES * shard_params / node.pcie_bytes_per_s
+        per_micro_batch_s += 2.0 * shard_params_opt / node.pcie_bytes_per_s
+        step_s += node_params_opt / node.cpu_adam_params_per_s
+        step_s += PARAM_BYTES * shard_params_opt / node.pcie_bytes_per_s
         if config.offload_optimizer == "nvme":
             swap_bytes = OPTIMIZER_SWAP_BYTES_PER_PARAM * node_params
             step_s += swap_bytes / node.nvme_read_bytes_per_s + swap_bytes / node.nvme_write_bytes_per_s
@@ -77,3 +81,16 @@ def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig
             ckpt_bytes = 2.0 * config.micro_batch * model.seq_len / config.cp * model.hidden * layers_per_stage
             per_micro_batch_s += 2.0 * ckpt_bytes / node.pcie_bytes_per_s
     return OffloadTerms(per_micro_batch_s, step_s)
+
+
+def activation_offload_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig) -> float:
+    """Per micro-batch: the activations of ``activation_offload_layers`` layers copied to pinned host
+    memory after their forward and back before their backward (Megatron-Core
+    ``--cpu-offloading-num-layers``, transformer/cpu_offload.py: a side stream, overlappable with the
+    other layers' compute), over the GPU's share of the host link (``pcie_bytes_per_s``: all the
+    node's GPUs copying at once, as the profiler measures it)."""
+    n = config.activation_offload_layers
+    if not n:
+        return 0.0
+    layer_bytes = layer_activation_bytes(model, config.micro_batch, config.tp, config.cp, config.sp, "none")
+    return 2.0 * n * layer_bytes / cluster.node.pcie_bytes_per_s

@@ -78,6 +78,18 @@ class ParallelConfig:
     placement: Placement = "tp-cp-ep-dp-pp"
     """Order of the groups on consecutive ranks, innermost first (:data:`PLACEMENTS`): which groups
     sit inside a node or NVLink domain."""
+    optimizer_offload_fraction: float = 1.0
+    """Share of the optimizer states (and of their update) that ``offload_optimizer='cpu'`` puts on the
+    host; the rest stays on the GPU (DeepSpeed ZeRO-3 ``offload_optimizer.ratio``, ZeRO-Offload++;
+    Megatron-Core ``--optimizer-offload-fraction``). 1 means all."""
+    recompute_layers: int | None = None
+    """With ``recompute='full'``: layers recomputed per (virtual) pipeline stage, the first ones of
+    each (Megatron ``--recompute-method block --recompute-num-layers N``); the others keep their
+    activations. None means every layer (``--recompute-method uniform --recompute-num-layers 1``)."""
+    activation_offload_layers: int = 0
+    """Transformer layers whose activations go to host memory after the forward and come back for
+    the backward (Megatron-Core ``--cpu-offloading-num-layers``; pp = 1 and no recomputation,
+    megatron-core transformer_config.py). 0 means off."""
     tiles: int = 1
     """Memory-centric tiling (ZeRO-Infinity, Rajbhandari et al. 2021 Sec. 5.1.3): each linear layer
     split into ``tiles`` sub-linears that ZeRO-3 gathers and releases one at a time
@@ -87,6 +99,7 @@ class ParallelConfig:
         owner = "ParallelConfig"
         for name in ("dp", "tp", "pp", "vp", "cp", "micro_batch", "ep", "etp", "tiles"):
             positive_int(owner, name, getattr(self, name))
+        self._check_memory_policies(owner)
         for flag in ("sp", "tp_comm_overlap"):
             if not isinstance(getattr(self, flag), bool):
                 raise SpecError(f"{owner}.{flag}", f"{getattr(self, flag)!r} is not a boolean", "use true or false")
@@ -138,11 +151,44 @@ class ParallelConfig:
             raise SpecError(f"{owner}.vp", f"{self.vp} virtual stages need pipeline parallelism (pp > 1)",
                             "set vp=1 or pp >= 2")
 
+    def _check_memory_policies(self, owner: str) -> None:
+        """The fine-grained memory policies: ranges and the combinations that mean something."""
+        f = self.optimizer_offload_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0.0 < f <= 1.0:
+            raise SpecError(f"{owner}.optimizer_offload_fraction", f"{f!r} is not a share in (0, 1]",
+                            "give the share of optimizer states on the host, e.g. 0.5, or 1 for all")
+        if f < 1.0 and self.offload_optimizer != "cpu":
+            raise SpecError(f"{owner}.optimizer_offload_fraction", f"a partial offload ({f:g}) needs "
+                            f"offload_optimizer='cpu', got {self.offload_optimizer!r}",
+                            "set offload_optimizer='cpu', or optimizer_offload_fraction=1")
+        k = self.recompute_layers
+        if k is not None:
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise SpecError(f"{owner}.recompute_layers", f"{k!r} is not a layer count >= 1",
+                                "give the layers recomputed per pipeline stage, or null for all")
+            if self.recompute != "full":
+                raise SpecError(f"{owner}.recompute_layers", f"recomputing {k} layers needs recompute='full', "
+                                f"got {self.recompute!r}", "set recompute='full', or recompute_layers=null")
+        n = self.activation_offload_layers
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise SpecError(f"{owner}.activation_offload_layers", f"{n!r} is not a layer count >= 0",
+                            "give the layers whose activations go to the host, or 0 for off")
+        if n and self.pp > 1:
+            raise SpecError(f"{owner}.activation_offload_layers", "activation offloading needs pp=1 (megatron-core "
+                            "transformer_config.py: 'no support for Pipeline parallelism with CPU offloading')",
+                            "set pp=1, or activation_offload_layers=0 (optimizer offload works with pp > 1)")
+        if n and self.recompute != "none":
+            raise SpecError(f"{owner}.activation_offload_layers", "activation offloading does not work with "
+                            "recomputation (megatron-core transformer_config.py)",
+                            "set recompute='none', or activation_offload_layers=0")
+
     @classmethod
     def trusted(cls, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int, zero_stage: int,
                 offload_optimizer: Offload, offload_param: Offload, recompute: Recompute, *,
                 tp_comm_overlap: bool = False, stage_layers: tuple[int, ...] | None = None, ep: int = 1,
-                etp: int = 1, placement: Placement = "tp-cp-ep-dp-pp", tiles: int = 1) -> ParallelConfig:
+                etp: int = 1, placement: Placement = "tp-cp-ep-dp-pp", tiles: int = 1,
+                optimizer_offload_fraction: float = 1.0, recompute_layers: int | None = None,
+                activation_offload_layers: int = 0) -> ParallelConfig:
         """Build without re-validating, for enumerators that generate only valid values
         (:func:`search._space.enumerate_space`, whose tests check every result against
         :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
@@ -165,6 +211,9 @@ class ParallelConfig:
         put(self, "etp", etp)
         put(self, "placement", placement)
         put(self, "tiles", tiles)
+        put(self, "optimizer_offload_fraction", optimizer_offload_fraction)
+        put(self, "recompute_layers", recompute_layers)
+        put(self, "activation_offload_layers", activation_offload_layers)
         return self
 
     @property
@@ -275,6 +324,10 @@ def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, 
         raise SpecError("ParallelConfig.tp", f"{c.tp} does not divide ffn={model.ffn}",
                         f"use a tp that divides {model.ffn} (Megatron splits the MLP columns evenly)")
     _check_experts(model, c)
+    if c.activation_offload_layers >= model.layers:
+        raise SpecError("ParallelConfig.activation_offload_layers", f"{c.activation_offload_layers} layers of "
+                        f"{model.layers}: megatron-core offloads fewer layers than the model has",
+                        f"give at most {model.layers - 1}")
     if c.stage_layers is not None:
         if sum(c.stage_layers) != model.layers:
             raise SpecError("ParallelConfig.stage_layers", f"the ranks hold {sum(c.stage_layers)} layers "

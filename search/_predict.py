@@ -53,6 +53,7 @@ from search._stages import (
     stage_layer_counts,
     stage_moe_layer_counts,
     stage_params_per_rank,
+    stage_recompute_shares,
 )
 from search._support import model_support_warnings, support_warnings
 from search._tiling import tiling_launch_s
@@ -234,15 +235,23 @@ def _moe_times(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, c
 
 
 def stage_micro_batch_s(terms: MicroBatchTerms, counts: tuple[int, ...], overhead_s: float,
-                        moe_counts: tuple[int, ...] | None = None) -> tuple[float, ...]:
+                        moe_counts: tuple[int, ...] | None = None,
+                        recompute_shares: tuple[float, ...] | None = None) -> tuple[float, ...]:
     """Per-micro-batch time of each pipeline rank: its dense and MoE layers, the host overhead, and
     the LM head (and MTP modules) on the last rank (the embedding lookup is memory-bound and small
-    next to a layer: not counted)."""
+    next to a layer: not counted). ``recompute_shares``: the share of each rank's layers that
+    recompute (:func:`search._stages.stage_recompute_shares`; default all of them, as ``terms`` say)."""
     moe_counts = moe_counts or (0,) * len(counts)
+    shares = recompute_shares or (1.0,) * len(counts)
     times = [(n - k) * terms.layer_s + k * terms.moe_layer_s + overhead_s
-             for n, k in zip(counts, moe_counts, strict=True)]
+             - (1.0 - share) * ((n - k) * terms.recompute_s + k * _moe_recompute_s(terms))
+             for n, k, share in zip(counts, moe_counts, shares, strict=True)]
     times[-1] += terms.head_s + terms.mtp_s
     return tuple(times)
+
+
+def _moe_recompute_s(terms: MicroBatchTerms) -> float:
+    return terms.moe.recompute_s if terms.moe is not None else terms.recompute_s
 
 
 def microbatch_overhead_s(framework: str, pp: int, cal: Calibration) -> float:
@@ -271,7 +280,7 @@ def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelCo
     t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
                            c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework)
     stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), microbatch_overhead_s(training.framework, c.pp, cal),
-                                  stage_moe_layer_counts(model, c))
+                                  stage_moe_layer_counts(model, c), stage_recompute_shares(model, c))
     slowest = max(stage_s)
     return slowest, sum(stage_s) - slowest
 
@@ -337,7 +346,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
                            c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework)
     lt = t.layer
     overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal)
-    stage_s = stage_micro_batch_s(t, counts, overhead_mb_s, moe_counts)
+    shares = stage_recompute_shares(model, c)
+    stage_s = stage_micro_batch_s(t, counts, overhead_mb_s, moe_counts, shares)
     # The pipeline's pace is its slowest rank (Narayanan et al. 2021 Sec. 2.2: every micro-batch
     # passes every stage); its terms are the ones the breakdown shows.
     slowest = max(range(c.pp), key=lambda r: stage_s[r])
@@ -347,7 +357,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     compute_mb_s = n_dense * t.compute_s + (n_moe * mb.compute_s if mb else 0.0)
     tp_mb_s = n_dense * t.tp_comm_s + (n_moe * mb.tp_comm_s if mb else 0.0)
     cp_mb_s = n_dense * t.cp_comm_s + (n_moe * mb.cp_comm_s if mb else 0.0)
-    recompute_mb_s = n_dense * t.recompute_s + (n_moe * mb.recompute_s if mb else 0.0)
+    recompute_mb_s = shares[slowest] * (n_dense * t.recompute_s + (n_moe * mb.recompute_s if mb else 0.0))
     ep_mb_s = n_moe * mb.ep_comm_s if mb else 0.0
     head_mb_s = t.head_s + t.mtp_s if slowest == c.pp - 1 else 0.0
     slowest_mb_s = stage_s[slowest]
@@ -372,7 +382,15 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
                         first_fwd_s, dp_overlap(training.framework, c.pp, cal),
                         comm.last_bucket_s, comm.last_gather_bucket_s)
     params_shard = comm.params_per_gpu_shard
-    optimizer_s = 0.0 if c.offload_optimizer != "none" else optimizer_step_time_s(params_shard, kernels)
+    # A partial optimizer offload updates the rest of the shard on the GPU: after the CPU's share with
+    # Megatron's HybridDeviceOptimizer (its step time grows linearly with the fraction: Megatron-Bridge
+    # docs/training/cpu-offloading.md), alongside it with DeepSpeed's ZeRO-Offload++ (Twin-Flow: GPU and
+    # CPU update their parts at once, DeepSpeed blog 2023-11 "ZeRO-Offload++").
+    gpu_share = 1.0 - c.optimizer_offload_fraction if c.offload_optimizer != "none" else 1.0
+    optimizer_s = optimizer_step_time_s(gpu_share * params_shard, kernels) if gpu_share > 0 else 0.0
+    offload_step_s = off.per_step_s
+    if gpu_share > 0 and c.offload_optimizer != "none" and training.framework == "deepspeed":
+        offload_step_s = max(0.0, off.per_step_s - optimizer_s)
 
     # Scale the micro-batch terms so the breakdown adds up to m * mb_total_s.
     scale = m
@@ -388,7 +406,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         "pp_p2p": scale * p2p_s,
         "dp_comm": dp_s,
         "optimizer": optimizer_s,
-        "offload_step": off.per_step_s,
+        "offload_step": offload_step_s,
     }
     if model.moe is not None:
         breakdown["ep_comm"] = scale * ep_mb_s

@@ -105,3 +105,16 @@ def stage_params_per_gpu(model: ModelSpec, config: ParallelConfig) -> tuple[floa
     """Parameters on one GPU of the first and of the last pipeline rank (the same GPU with pp = 1)."""
     ranks = stage_params_per_rank(model, config)
     return ranks[0], ranks[-1]
+
+
+def stage_recompute_shares(model: ModelSpec, config: ParallelConfig) -> tuple[float, ...]:
+    """Share of each pipeline rank's layers that run the recomputation ``config.recompute`` names:
+    every layer (1.0), except with ``recompute_layers = k`` (Megatron ``--recompute-method block``),
+    where the first k layers of each of the rank's vp chunks recompute in full and the others keep
+    their activations, ``min(n, k * vp) / n`` (megatron/core/transformer/transformer_block.py
+    ``_checkpointed_forward``, block method)."""
+    counts = stage_layer_counts(model, config)
+    k = config.recompute_layers
+    if config.recompute != "full" or k is None:
+        return (1.0,) * config.pp
+    return tuple(min(n, k * config.vp) / n if n else 0.0 for n in counts)
