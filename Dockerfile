@@ -7,10 +7,12 @@
 #   docker run -e AUTOPAR_DATABASE_URL=postgresql+psycopg://user:pw@db/autopar autopar worker   # scale out
 #
 # The builder turns the source tree into a wheel, so the image holds the installed package only (with
-# migrations/ and the launch targets' flag lists, which the wheel ships as package data).
+# the Alembic scripts of migrations/, which setup.py copies in as service/store/_alembic, and the launch
+# targets' flag lists, which the wheel ships as package data).
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
+COPY autopar ./autopar
 COPY search ./search
 COPY profiler ./profiler
 COPY service ./service

@@ -1,8 +1,11 @@
 """Alembic environment for the autopar service database.
 
 Run through ``autopar db upgrade`` (or at ``autopar serve`` start), which builds the Alembic
-config in code (service.store.alembic_config): the URL comes from ``AUTOPAR_DATABASE_URL`` or
+config in code (service.store._db.alembic_config): the URL comes from ``AUTOPAR_DATABASE_URL`` or
 the SQLite file in the data directory. SQLite gets batch mode so later ALTERs work there too.
+
+This folder is not a Python package: Alembic loads its files by path, from here in a source
+checkout and from ``service/store/_alembic/`` in an installed wheel (setup.py copies them there).
 """
 
 from __future__ import annotations

@@ -106,14 +106,27 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
+MIGRATIONS_PACKAGED = Path(__file__).with_name("_alembic")
+"""Where a wheel carries the Alembic scripts (setup.py copies ``migrations/`` there at build)."""
+MIGRATIONS_SOURCE = Path(__file__).resolve().parents[2] / "migrations"
+"""The repository's ``migrations/``, for a source checkout or an editable install."""
+
+
+def migrations_dir() -> Path:
+    """The Alembic scripts: the packaged copy of an installed wheel, else the source tree's."""
+    for folder in (MIGRATIONS_PACKAGED, MIGRATIONS_SOURCE):
+        if (folder / "env.py").is_file():
+            return folder
+    raise RuntimeError(f"the Alembic scripts are missing (looked in {MIGRATIONS_PACKAGED} and {MIGRATIONS_SOURCE}): "
+                       "reinstall autopar")
+
+
 def alembic_config(url: str) -> Any:
-    """The Alembic config of ``migrations/`` for ``url`` (built in code: no alembic.ini)."""
+    """The Alembic config of the migration scripts for ``url`` (built in code: no alembic.ini)."""
     from alembic.config import Config
 
-    import migrations
-
     cfg = Config()
-    cfg.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
 
