@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from search._errors import SpecError
 
@@ -174,3 +175,23 @@ def group_span(group: Group, gpus_per_node: int, domain_gpus: int, fabric: Fabri
     leaf_nodes = fabric.tiers[0].nodes
     leaf_members = len(ranks) if leaf_nodes == 0 else sum(1 for r in ranks if r // gpus_per_node < leaf_nodes)
     return Span(len(ranks), domain_members, domains, tier, leaf_members)
+
+
+def fabric_dict(fabric: Fabric) -> dict[str, Any]:
+    """JSON-ready data of ``fabric`` (what :func:`fabric_from_dict` reads back)."""
+    return {"tiers": [{"name": t.name, "nodes": t.nodes, "oversubscription": t.oversubscription,
+                       "bus_bytes_per_s": t.bus_bytes_per_s} for t in fabric.tiers], "sharp": fabric.sharp}
+
+
+def fabric_from_dict(data: object, where: str) -> Fabric:
+    """A fabric from JSON (``{"tiers": [{"name": "leaf", "nodes": 32}, ...], "sharp": false}``); a
+    wrong shape is a :class:`SpecError` naming ``where``."""
+    fix = 'write {"tiers": [{"name": "leaf", "nodes": 32}, {"name": "spine", "oversubscription": 2}], "sharp": false}'
+    if not isinstance(data, dict) or set(data) - {"tiers", "sharp"} or not isinstance(data.get("tiers"), list):
+        raise SpecError(where, "is not an object of tiers (and sharp)", fix)
+    tiers = []
+    for tier in data["tiers"]:
+        if not isinstance(tier, dict) or set(tier) - {"name", "nodes", "oversubscription", "bus_bytes_per_s"}:
+            raise SpecError(f"{where}.tiers", f"{tier!r} is not a tier", fix)
+        tiers.append(FabricTier(**tier))
+    return Fabric(tuple(tiers), sharp=data.get("sharp", False))

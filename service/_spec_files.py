@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from search import ClusterSpec, GPUSpec, ModelSpec, NodeSpec, SpecError, cluster_preset, model_from_hf_config
+from search._fabric import NON_BLOCKING, fabric_from_dict
 from search._model_presets import model_preset
 
 HF_PREFIX = "hf:"
@@ -118,10 +119,10 @@ def load_cluster(arg: str, num_nodes: int | None) -> ClusterSpec:
         return cluster_preset(arg, 1 if num_nodes is None else num_nodes)
     data = read_json_object("--cluster", arg)
     where = f"--cluster {arg}"
-    unknown = sorted(set(data) - {"gpu", "node", "num_nodes", "name"})
+    unknown = sorted(set(data) - {"gpu", "node", "num_nodes", "name", "fabric"})
     if unknown:
         raise SpecError(where, f"unknown key(s) {', '.join(unknown)}",
-                        'write {"gpu": {...}, "node": {...}, "num_nodes": N} (num_nodes and name optional)')
+                        'write {"gpu": {...}, "node": {...}, "num_nodes": N} (num_nodes, name and fabric optional)')
     for key in ("gpu", "node"):
         if key not in data:
             raise SpecError(where, f'no "{key}" object', 'write {"gpu": {...}, "node": {...}, "num_nodes": N}')
@@ -132,7 +133,8 @@ def load_cluster(arg: str, num_nodes: int | None) -> ClusterSpec:
     name = data.get("name", stem)
     if not isinstance(name, str):
         raise SpecError(f"{where} name", f"{name!r} is not a string", "give the cluster a name")
-    return ClusterSpec(gpu=gpu, node=node, num_nodes=nodes, name=name)
+    fabric = NON_BLOCKING if "fabric" not in data else fabric_from_dict(data["fabric"], f"{where} fabric")
+    return ClusterSpec(gpu=gpu, node=node, num_nodes=nodes, name=name, fabric=fabric)
 
 
 def parse_choices(text: str, choices: Sequence[str], option: str, noun: str) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from search import (
     predict,
     staleness,
 )
+from search._fabric import fabric_dict
 from search._model_presets import MODEL_PRESETS
 from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
 from service._admin_cli import add_admin_parsers
@@ -197,7 +198,8 @@ def presets_dict() -> dict[str, Any]:
     clusters = {}
     for name in CLUSTER_PRESETS:
         spec = cluster_preset(name)
-        clusters[name] = {"gpu": spec_dict(spec.gpu), "node": spec_dict(spec.node), "num_nodes": 1}
+        clusters[name] = {"gpu": spec_dict(spec.gpu), "node": spec_dict(spec.node), "num_nodes": 1,
+                          "fabric": fabric_dict(spec.fabric)}
     models = {name: {**model_dict(spec), "params": spec.params} for name, spec in MODEL_PRESETS.items()}
     return {"models": models, "clusters": clusters}
 
@@ -231,14 +233,15 @@ def _presets(args: argparse.Namespace) -> int:
     cluster_columns = [Column("name", left=True, keep=True), Column("gpu", left=True, keep=True),
                        Column("gpus/node", priority=2), Column("GPU memory", keep=True),
                        Column("bf16/fp16 TFLOP/s", priority=3), Column("NVLink GB/s", priority=1),
-                       Column("network GB/s/node", priority=0)]
+                       Column("network GB/s/node", priority=0), Column("fabric", left=True, priority=-1)]
     cluster_rows = []
     for name in CLUSTER_PRESETS:
         spec = cluster_preset(name)
         g, n = spec.gpu, spec.node
         cluster_rows.append([name, g.name, str(n.gpus_per_node), f"{g.memory_bytes / 2**30:.0f} GiB",
                              f"{(g.bf16_flop_per_s or g.fp16_flop_per_s) / 1e12:.0f}",
-                             f"{n.intra_node_bytes_per_s / 1e9:.0f}", f"{n.inter_node_bytes_per_s / 1e9:.1f}"])
+                             f"{n.intra_node_bytes_per_s / 1e9:.0f}", f"{n.inter_node_bytes_per_s / 1e9:.1f}",
+                             spec.fabric.describe()])
     print_table("cluster presets (--cluster, with --nodes N)", cluster_columns, cluster_rows, wide=args.wide)
     return EXIT_OK
 

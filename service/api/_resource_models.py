@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from service.api._calibration_models import CalibrationUsedOut
-from service.api._schemas import ClusterIn, ConfigIn, GPUIn, ModelIn, ModelShape, NodeIn, Runtime, TrainingIn
+from service.api._schemas import ClusterIn, ConfigIn, FabricIn, GPUIn, ModelIn, ModelShape, NodeIn, Runtime, TrainingIn
 from service.api._search_models import ErrorOut, ParallelConfigOut, PredictionOut
 
 Id = Annotated[str, Field(min_length=1, max_length=32)]
@@ -163,6 +163,8 @@ class ClusterPresetOut(BaseModel):
     name: str
     gpu: GPUIn
     node: NodeIn
+    fabric: FabricIn | None = None
+    """The preset's scale-out fabric (valid as a request's ``cluster.fabric``)."""
 
 
 class ClusterPresetList(BaseModel):

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from search import CLUSTER_PRESETS, MODEL_PRESET_PARAMS, MODEL_PRESETS, cluster_preset
+from search._fabric import fabric_dict
 from service.api._resource_models import ClusterPresetList, ModelPresetList, error_responses
 from service.api._schemas import GPUIn, NodeIn
 from service.api._specs import model_shape
@@ -73,7 +74,8 @@ def clusters_json() -> Rendered:
         spec = cluster_preset(name)
         gpu = GPUIn(**{f: getattr(spec.gpu, f) for f in GPUIn.model_fields})
         node = NodeIn(**{f: getattr(spec.node, f) for f in NodeIn.model_fields})
-        items.append({"name": name, "gpu": gpu.model_dump(mode="json"), "node": node.model_dump(mode="json")})
+        items.append({"name": name, "gpu": gpu.model_dump(mode="json"), "node": node.model_dump(mode="json"),
+                      "fabric": fabric_dict(spec.fabric)})
     return _render(ClusterPresetList.model_validate({"data": items}).model_dump(mode="json"))
 
 

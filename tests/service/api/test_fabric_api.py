@@ -55,3 +55,22 @@ def test_a_leaf_that_splits_an_nvl72_rack_is_a_422(client: TestClient, auth: dic
     r = client.post("/v1/predict", headers=auth, json=body)
     assert r.status_code == 422
     assert r.json()["detail"][0]["field"] == "cluster.fabric.tiers.leaf.nodes"
+
+
+def test_presets_show_their_fabric_and_it_posts_back(client: TestClient, auth: dict[str, str]) -> None:
+    from search import cluster_preset
+    from service.cli import presets_dict
+
+    data = client.get("/v1/presets/clusters").json()["data"]
+    cli = presets_dict()["clusters"]
+    by_name = {c["name"]: c for c in data}
+    assert by_name["dgx-h100"]["fabric"]["tiers"][0] == {"name": "leaf", "nodes": 32, "oversubscription": 1.0,
+                                                         "bus_bytes_per_s": None}
+    assert by_name["grand-teton-h100-hbm2e"]["fabric"]["tiers"][2]["oversubscription"] == 7.0
+    for c in data:
+        assert c["fabric"] == cli[c["name"]]["fabric"]
+    # A preset's fabric and node posted back as a custom cluster predict as the preset.
+    h100 = by_name["dgx-h100"]
+    custom = _predict(client, auth, {"gpu": h100["gpu"], "node": h100["node"], "nodes": 8, "fabric": h100["fabric"]})
+    assert custom == _predict(client, auth, {"preset": "dgx-h100", "nodes": 8})
+    assert cluster_preset("dgx-h100").node.nvls and h100["node"]["nvls"]
