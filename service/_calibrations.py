@@ -190,6 +190,10 @@ class Chosen:
         return (f"calibration: {self.id} ({how}; fitted on {self.n_runs} runs of {self.cluster or 'its profile'}, "
                 f"cross-validated time MAPE {100 * (self.cv_mape or 0.0):.1f} %)")
 
+    def fingerprint(self) -> str:
+        """SHA-256 of the constants: what a search's de-duplication key holds."""
+        return calibration_fingerprint(self.calibration)
+
     def stored(self) -> dict[str, Any]:
         """What a stored search keeps: enough to rebuild the constants exactly."""
         return {**self.out(), "constants": asdict(self.calibration)}

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from search._parallel_spec import Placement
 from search._search import Objective
+from service.api._calibration_models import CalibrationUsedOut
 from service.api._schemas import ClusterIn, FrameworkTarget, ModelIn, Runtime, TrainingIn
 
 Status = Literal["queued", "running", "done", "failed", "cancelled"]
@@ -68,6 +69,10 @@ class SearchIn(_In):
     allow_untested: bool = Field(default=False, description="Also rank combinations the runtime's parser accepts "
                                  "but that no documentation, test or published run shows running (marked in "
                                  "each prediction's warnings).")
+    calibration_id: str | None = Field(default=None, min_length=1, max_length=32,
+                                       description="The cost model's constants: a stored calibration (GET "
+                                       "/v1/calibrations) or 'published'; default: the cluster's (or profile's) "
+                                       "latest calibration when one exists, else the published constants.")
 
 
 class SearchCounts(_Out):
@@ -118,6 +123,8 @@ class SearchOut(_Out):
     notes: list[str] = Field(description="Why the hardware profile may not describe this cluster (\"stale profile: "
                                          "...\": age, GPU, node size) and figures it did not measure (preset "
                                          "values used).")
+    calibration: CalibrationUsedOut = Field(description="The constants the search ranks with and their "
+                                            "cross-validated error (also in notes).")
     request: SearchIn
     links: SearchLinks
 

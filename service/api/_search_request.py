@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from search import (
@@ -29,6 +29,8 @@ from search import (
     staleness,
 )
 from search._predict import check_precision
+from service._calibrations import Chosen, choose
+from service._calibrations import from_stored as stored_calibration
 from service._settings import Settings
 from service.api._search_models import SearchIn
 from service.api._specs import cluster_spec, load_profile, model_spec
@@ -74,7 +76,9 @@ class ResolvedSearch:
     cluster: ClusterSpec
     """What the search runs on: ``base_cluster`` with the profile's measurements."""
     notes: tuple[str, ...] = ()
-    """Figures the profile did not measure."""
+    """Figures the profile did not measure, and which calibration is used."""
+    calibration: Chosen = field(default_factory=lambda: stored_calibration(None))
+    """The cost model's constants: the request's calibration_id, else the cluster's latest, else published."""
 
     @property
     def training(self) -> TrainingSpec:
@@ -84,12 +88,15 @@ class ResolvedSearch:
         """What ``Search.request`` holds."""
         return {"body": self.body.model_dump(mode="json"), "model": init_fields(self.model),
                 "cluster": _cluster_fields(self.base_cluster), "profile_id": self.body.cluster.profile_id,
-                "notes": list(self.notes), "autopar_version": autopar_version}
+                "notes": list(self.notes), "calibration": self.calibration.stored(),
+                "autopar_version": autopar_version}
 
     def request_hash(self, autopar_version: str) -> str:
         """SHA-256 of everything that decides the answer: identical requests share one search.
 
-        The price counts only for the cost objective (the others ignore it)."""
+        The price counts only for the cost objective (the others ignore it). The calibration counts
+        by its constants (not by how it was named): the same request under another calibration is
+        another search, and naming the calibration the default would pick is the same one."""
         b = self.body
         key = {"model": init_fields(self.model), "cluster": _cluster_fields(self.base_cluster),
                "profile_id": b.cluster.profile_id, "training": b.training.model_dump(mode="json"),
@@ -97,7 +104,7 @@ class ResolvedSearch:
                "budget": b.budget.model_dump(mode="json"),
                "price_per_gpu_hour": b.price_per_gpu_hour if b.objective == "cost" else None,
                "min_headroom_gib": b.min_headroom_gib, "allow_untested": b.allow_untested,
-               "autopar_version": autopar_version}
+               "calibration": self.calibration.fingerprint(), "autopar_version": autopar_version}
         text = json.dumps(key, sort_keys=True, separators=(",", ":"), allow_nan=False)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -107,7 +114,8 @@ class ResolvedSearch:
         return {"precision": b.training.precision, "framework": b.framework, "objective": b.objective,
                 "top_k": b.top, "seed": b.budget.seed, "n_trials": b.budget.n_trials,
                 "timeout_s": b.budget.timeout_s, "price_per_gpu_hour": b.price_per_gpu_hour,
-                "min_headroom_bytes": b.min_headroom_gib * 2**30, "allow_untested": b.allow_untested}
+                "min_headroom_bytes": b.min_headroom_gib * 2**30, "allow_untested": b.allow_untested,
+                "calibration": self.calibration.calibration}
 
 
 def _check_limits(body: SearchIn, settings: Settings) -> None:
@@ -179,7 +187,8 @@ def resolve(body: SearchIn, db: Database, settings: Settings) -> ResolvedSearch:
         stale = tuple(f"stale profile: {why}" for why in staleness(profile, base))
         cluster, fallbacks = apply_profile(base, profile)
         notes = stale + tuple(fallbacks)
-    return ResolvedSearch(body, model, base, cluster, tuple(notes))
+    chosen = choose(db, calibration_id=body.calibration_id, cluster=base.name, profile_id=body.cluster.profile_id)
+    return ResolvedSearch(body, model, base, cluster, (*notes, chosen.note()), chosen)
 
 
 def from_stored(doc: dict[str, Any], db: Database) -> ResolvedSearch:
@@ -192,4 +201,5 @@ def from_stored(doc: dict[str, Any], db: Database) -> ResolvedSearch:
     notes: tuple[str, ...] = ()
     if doc.get("profile_id"):
         cluster, notes = apply_profile(base, load_profile(db, str(doc["profile_id"])))
-    return ResolvedSearch(body, ModelSpec(**doc["model"]), base, cluster, tuple(notes))
+    return ResolvedSearch(body, ModelSpec(**doc["model"]), base, cluster, tuple(notes),
+                          stored_calibration(doc.get("calibration")))

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from service._calibrations import from_stored as stored_calibration
 from service.api._search_models import SearchOut
 from service.store import Database, Search, SearchConfig, utc_now
 
@@ -56,7 +57,7 @@ def search_body(row: Search) -> dict[str, Any]:
                     "total_s": _seconds(created, finished)},
         "attempts": row.attempts or 0, "worker_id": row.worker_id, "error": row.error,
         "hints": list(row.hints or ()), "notes": list(row.request.get("notes", ())),
-        "request": row.request["body"],
+        "calibration": stored_calibration(row.request.get("calibration")).out(), "request": row.request["body"],
         "links": {"self": location(row.id), "configs": f"{location(row.id)}/configs",
                   "launch": f"{launch_link(row.id, '{rank}')}?target={{target}}"},
     })

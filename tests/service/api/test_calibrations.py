@@ -6,6 +6,10 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from search import ParallelConfig, TrainingSpec, cluster_preset, model_preset, predict
+from search._calibration import calibration_from_dict
+from service._worker import run_worker
+from service.api import Settings
 from service.api._calibration_models import CalibrationOut
 
 CLUSTER = {"preset": "dgx-a100-80gb", "nodes": 1}
@@ -84,3 +88,26 @@ def test_refusals_name_the_field_and_the_runs_needed(client: TestClient, auth: d
                                          "calibration_id": "nope"})
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "calibration_id"
     assert client.get("/v1/calibrations").json()["count"] == 0  # nothing stored by a refusal
+
+
+def test_searches_carry_their_calibration_to_the_worker_and_are_not_shared_across_calibrations(
+        client: TestClient, auth: dict[str, str], settings: Settings) -> None:
+    _store_runs(client, auth, 5)
+    cal = client.post("/v1/calibrations", json={"cluster": "dgx-a100-80gb", "k": 2}, headers=auth).json()
+    body = {"model": MODEL, "cluster": CLUSTER, "training": {"global_batch": 64}, "framework": "megatron", "top": 3}
+    first = client.post("/v1/searches", json=body, headers=auth).json()
+    assert first["calibration"]["id"] == cal["id"] and first["calibration"]["defaulted"] is True
+    assert any(n.startswith(f"calibration: {cal['id']} (the latest of this cluster") for n in first["notes"])
+    named = client.post("/v1/searches", json={**body, "calibration_id": cal["id"]}, headers=auth).json()
+    assert named["id"] == first["id"]  # the same constants: the same search
+    published = client.post("/v1/searches", json={**body, "calibration_id": "published"}, headers=auth).json()
+    assert published["id"] != first["id"] and published["calibration"]["id"] == "published"
+    assert run_worker(settings, once=True) == 1 and run_worker(settings, once=True) == 1
+    ranked = {s["id"]: client.get(f"/v1/searches/{s['id']}/configs").json()["configs"] for s in (first, published)}
+    best, best_published = ranked[first["id"]][0], ranked[published["id"]][0]
+    constants = calibration_from_dict(cal["constants"])
+    spec = (model_preset("gpt-1.7b"), cluster_preset("dgx-a100-80gb"),
+            ParallelConfig(**best["config"]), TrainingSpec(global_batch=64, framework="megatron"))
+    assert best["prediction"]["iteration_time_s"] == pytest.approx(predict(*spec, constants).iteration_time_s)
+    assert best["prediction"]["iteration_time_s"] > best_published["prediction"]["iteration_time_s"]
+    assert client.get(f"/v1/searches/{first['id']}").json()["calibration"]["id"] == cal["id"]
