@@ -11,6 +11,7 @@ site-packages as a plain path (its .pth files, this tree's editable install amon
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,13 @@ def test_db_upgrade_from_a_venv_that_installed_the_wheel(wheel: Path, tmp_path: 
     current = subprocess.run([autopar, "db", "current"], capture_output=True, text=True, cwd=tmp_path, env=env)
     head = sorted(p.name[:4] for p in (REPO / "migrations" / "versions").glob("[0-9]*.py"))[-1]
     assert current.returncode == 0 and head in current.stdout, current.stdout + current.stderr
+
+
+def test_the_readmes_python_example_runs() -> None:
+    (example,) = re.findall(r"## From Python\n.*?```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+    out = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert re.match(r"\d+\.\d{3} s per step, \d+\.\d GiB per GPU\nParallelConfig\(", out.stdout), out.stdout
 
 
 def test_the_facade_predicts_and_searches_without_torch_or_the_service() -> None:
