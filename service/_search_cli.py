@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from search import ClusterSpec, HardwareProfile, SpecError, apply_profile, staleness
 from search._parallel_spec import FRAMEWORKS, PRECISIONS
+from service._calibrate_cli import CALIBRATION_HELP, cli_calibration
 from service._cli_output import EXIT_CODES_HELP, EXIT_INFEASIBLE, EXIT_OK, Column, print_table
 from service._emit_cli import add_emit_arguments, emit
 from service._spec_files import add_model_arguments, load_cluster, model_argument
@@ -80,6 +81,7 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="answer the same question on another cluster with as many GPUs, side by side (repeatable): "
                         "a preset or file; @R:1 oversubscribes its fabric's leaf uplinks R:1 (e.g. --versus "
                         "gb200-nvl72, --versus dgx-b200@2:1)")
+    p.add_argument("--calibration", metavar="ID", help=CALIBRATION_HELP)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--wide", action="store_true", help="every table column, however wide the terminal")
     add_emit_arguments(p)
@@ -200,6 +202,7 @@ def run_search(args: argparse.Namespace) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line per search
 
     clusters: list[Any] = []
+    chosen = cli_calibration(args.calibration, load_cluster(args.cluster, None).name)  # issue 16
 
     def one(num_nodes: int | None, study_name: str | None) -> SearchResult:
         cluster = profile.apply(load_cluster(args.cluster, num_nodes))
@@ -211,7 +214,7 @@ def run_search(args: argparse.Namespace) -> int:
                           timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour,
                           storage=args.storage, study_name=study_name, progress=bar,
                           min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
-                          allow_untested=args.allow_untested)
+                          allow_untested=args.allow_untested, calibration=chosen.calibration)
 
     if args.versus:
         if node_counts is not None and len(node_counts) > 1:
@@ -237,9 +240,10 @@ def run_search(args: argparse.Namespace) -> int:
     if node_counts is None or len(node_counts) == 1:
         result = one(None if node_counts is None else node_counts[0], args.study_name)
         if args.json:
-            print(json.dumps(result.to_dict(), indent=2))
+            print(json.dumps({**result.to_dict(), "calibration": chosen.out()}, indent=2))
         else:
             _print_result(result, args)
+            print(chosen.note())
         if result.best is None:
             return EXIT_INFEASIBLE
         if args.emit:

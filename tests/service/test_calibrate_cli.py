@@ -60,6 +60,18 @@ def test_calibrate_then_predict_uses_it(tmp_path: Path, monkeypatch: pytest.Monk
     assert cli.main([*PREDICT, "--calibration", "published", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["iteration_time_s"] == published["iteration_time_s"]
 
+    search = ["search", "--model", "gpt-1.7b", "--cluster", "dgx-a100-80gb", "--global-batch", "64",
+              "--framework", "megatron", "--top", "2"]
+    assert cli.main([*search, "--json"]) == 0
+    searched = json.loads(capsys.readouterr().out)
+    assert searched["calibration"]["id"] == cal["id"]
+    assert cli.main([*search, "--calibration", "published", "--json"]) == 0
+    unsearched = json.loads(capsys.readouterr().out)
+    assert unsearched["calibration"]["id"] == "published"
+    assert searched["top"][0]["prediction"]["iteration_time_s"] > unsearched["top"][0]["prediction"]["iteration_time_s"]
+    assert cli.main(search) == 0
+    assert capsys.readouterr().out.rstrip().endswith(f"cross-validated time MAPE {100 * cal['cv_mape_after']:.1f} %)")
+
     assert cli.main(["calibrate", "--cluster", "dgx-a100-80gb", "--folds", "3"]) == 0  # the table for people
     out = capsys.readouterr().out
     assert "hbm_efficiency" in out and "cross-validated time MAPE (3-fold)" in out
