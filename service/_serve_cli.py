@@ -2,6 +2,7 @@
 
     autopar serve [--host 127.0.0.1] [--port 8000] [--workers N]   # API + N worker processes
     autopar worker [--once]                   # one more worker, on any machine that reaches the database
+    ... [--log-level info] [--log-format text|json]                # both; settings: AUTOPAR_* (--help)
 
 (``autopar db`` and ``autopar token`` live in ``service/_admin_cli.py``.)
 
@@ -11,8 +12,10 @@ stops uvicorn, then asks each worker to stop (SIGTERM: it abandons its current s
 back in the queue) and kills the ones still running after ``--stop-timeout``: a killed worker's
 search is claimed again by another worker once its lease expires, so nothing is lost. Everything that
 reads the environment or the database checks it first and exits 2 with ``autopar: error: ...``
-before anything stored changes. Heavy imports (uvicorn, the app) happen inside the commands so
-that ``autopar predict`` does not pay for them.
+before anything stored changes. Settings come from ``service._settings`` and logs go through
+``service._logging`` (uvicorn's too, in the same format) while a command runs. Heavy imports
+(uvicorn, the app, pydantic-settings) happen inside the commands so that ``autopar predict`` does
+not pay for them.
 """
 
 from __future__ import annotations
