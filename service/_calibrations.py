@@ -231,3 +231,76 @@ def from_stored(doc: dict[str, Any] | None) -> Chosen:
         return Chosen(default_calibration(), PUBLISHED, None)
     return Chosen(calibration_from_dict(doc["constants"]), str(doc["id"]), doc.get("cv_mape"), doc.get("cluster"),
                   doc.get("n_runs"), bool(doc.get("defaulted")))
+
+
+DRIFT_WINDOW = 20
+"""Newest runs of a cluster that the drift check predicts again (GET /v1/runs/accuracy?window=)."""
+DRIFT_MIN_RUNS = 3
+"""Runs after the calibration the drift check needs before it judges."""
+
+
+def drift_threshold(cv_mape: float) -> float:
+    """The recent error above which a cluster has drifted from its calibration: its cross-validated
+    MAPE plus half of it, and at least 3 points more (a 2 % calibration drifts past 5 %, a 10 % one
+    past 15 %). The margin covers the CV figure's own noise on a handful of runs."""
+    return cv_mape + max(0.5 * cv_mape, 0.03)
+
+
+def drift(db: Database, *, cluster: str, window: int = DRIFT_WINDOW) -> dict[str, Any]:
+    """Whether ``cluster``'s newest runs (at most ``window``, stored after its latest calibration and
+    not fitted on) are predicted worse by that calibration than its cross-validated error promised
+    (:func:`drift_threshold`); the answer's ``advice`` says what to do."""
+    with db.session() as s:
+        row = store.latest(s, cluster_name=cluster)
+        runs = [r for r in store.timed_runs(s) if cluster_name(r.request.get("cluster") or {}) == cluster]
+    out: dict[str, Any] = {"cluster": cluster, "calibration_id": PUBLISHED, "calibration_cv_mape": None, "runs": 0,
+                           "recent_time_mape": None, "recent_time_bias": None, "threshold": None, "drifting": False}
+    if row is None:
+        n = len(runs)
+        out["advice"] = (f"no calibration of {cluster}: `autopar calibrate --cluster {cluster}` fits one on its {n} "
+                         "timed runs" if n >= MIN_RUNS else
+                         f"no calibration of {cluster}; one needs {MIN_RUNS} timed runs, {n} are stored")
+        return out
+    fitted, since = set(row.run_ids), as_utc(row.created_at)
+    recent = [r for r in runs if r.id not in fitted and as_utc(r.created_at) >= since][:window]
+    chosen = from_row(row)
+    errors = []
+    for r in recent:
+        try:
+            m = measured_run(r, db)
+        except ValueError:
+            continue
+        errors.append(predicted_ratio(m, chosen.calibration) - 1.0)
+    threshold = drift_threshold(row.cv_mape_after)
+    out.update(calibration_id=row.id, calibration_cv_mape=row.cv_mape_after, runs=len(errors), threshold=threshold)
+    if len(errors) < DRIFT_MIN_RUNS:
+        out["advice"] = (f"{len(errors)} run{'s' * (len(errors) != 1)} of {cluster} since calibration {row.id}; "
+                         f"drift is judged from {DRIFT_MIN_RUNS}")
+        return out
+    mape = sum(abs(e) for e in errors) / len(errors)
+    out.update(recent_time_mape=mape, recent_time_bias=sum(errors) / len(errors), drifting=mape > threshold)
+    out["advice"] = (f"drift: the newest {len(errors)} runs of {cluster} miss by {100 * mape:.1f} % under calibration "
+                     f"{row.id}, above its cross-validated {100 * row.cv_mape_after:.1f} % (threshold "
+                     f"{100 * threshold:.1f} %): recalibrate with `autopar calibrate --cluster {cluster}` "
+                     "(POST /v1/calibrations)" if mape > threshold else
+                     f"no drift: the newest {len(errors)} runs of {cluster} miss by {100 * mape:.1f} % under "
+                     f"calibration {row.id} (threshold {100 * threshold:.1f} %)")
+    return out
+
+
+def predicted_ratio(run: MeasuredRun, cal: Calibration) -> float:
+    """predicted / measured iteration time."""
+    from search._fit import predicted_time_s
+
+    return predicted_time_s(run, cal) / run.iteration_time_s
+
+
+def error_by_week(points: list[tuple[datetime, float]]) -> list[dict[str, Any]]:
+    """(created_at, predicted/measured - 1) pairs as one row per ISO week, oldest first: the stored
+    predictions' error over time."""
+    weeks: dict[str, list[float]] = {}
+    for moment, error in points:
+        year, week, _ = as_utc(moment).isocalendar()
+        weeks.setdefault(f"{year}-W{week:02d}", []).append(error)
+    return [{"week": week, "runs": len(errors), "time_mape": sum(abs(e) for e in errors) / len(errors),
+             "time_bias": sum(errors) / len(errors)} for week, errors in sorted(weeks.items())]

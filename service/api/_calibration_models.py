@@ -73,3 +73,4 @@ class CalibrationUsedOut(BaseModel):
     n_runs: int | None = None
     defaulted: bool = Field(default=False, description="True when the request named none and the cluster's (or "
                             "profile's) latest was taken.")
+

@@ -20,10 +20,12 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from search import SpecError
+from service._calibrations import drift, error_by_week
 from service.api._app import autopar_version
+from service.api._drift_models import AccuracyDriftOut
 from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency
-from service.api._resource_models import AccuracyOut, RunIn, RunOut, RunPage, error_responses
+from service.api._resource_models import RunIn, RunOut, RunPage, error_responses
 from service.api._routes_predict import evaluate
 from service.api._routes_profiles import as_utc
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
@@ -205,19 +207,26 @@ def list_runs(
 MAX_ACCURACY_RUNS = 100_000
 
 
-@router.get("/accuracy", response_model=AccuracyOut, responses=error_responses(401, 403, 422),
-            summary="How well predictions matched the stored runs (MAPE of time and memory, OOM agreement)")
+@router.get("/accuracy", response_model=AccuracyDriftOut, responses=error_responses(401, 403, 422),
+            summary="How well predictions matched the stored runs (MAPE of time and memory, OOM agreement), per week, "
+                    "and whether a cluster drifted from its calibration")
 def accuracy(
     _: Reader,
     state: State,
     search_id: SearchFilter = None,
     model: ModelFilter = None,
+    cluster: Annotated[str | None, Query(max_length=200, description="Also check this cluster's newest runs "
+                                         "against its latest calibration (drift).")] = None,
+    window: Annotated[int, Query(ge=1, le=1000, description="Newest runs the drift check predicts again.")] = 20,
 ) -> dict[str, Any]:
     """The cost model's error on this cluster's own measurements: the figure to check before
     trusting a ranking, and the data for refitting the calibration constants. Over the newest
-    100,000 matching runs; the predictions are the ones stored with each run (its autopar version)."""
+    100,000 matching runs; the predictions are the ones stored with each run (its autopar version).
+    ``by_week``: the same error per ISO week; ``drift`` (with ``cluster``): the cluster's newest
+    runs predicted again with its latest calibration, against that calibration's cross-validated
+    error (``service._calibrations.drift_threshold``), with advice to recalibrate when they drifted."""
     cols = (Run.iteration_time_s, Run.predicted_iteration_time_s, Run.peak_memory_bytes,
-            Run.predicted_peak_memory_bytes, Run.oom, Run.predicted_fits)
+            Run.predicted_peak_memory_bytes, Run.oom, Run.predicted_fits, Run.created_at)
     with state.db.session() as s:
         rows = s.execute(select(*cols).where(*_filters(search_id, model)).order_by(Run.created_at.desc())
                          .limit(MAX_ACCURACY_RUNS)).all()
@@ -235,6 +244,8 @@ def accuracy(
         "memory_mape": statistics.fmean(abs(e) for e in memory_errors) if memory_errors else None,
         "oom_judged": len(judged),
         "oom_agreement": sum(r[5] == (not r[4]) for r in judged) / len(judged) if judged else None,
+        "by_week": error_by_week([(r[6], e) for r in rows if (e := _ratio_error(r[1], r[0])) is not None]),
+        "drift": None if cluster is None else drift(state.db, cluster=cluster, window=window),
     }
 
 

@@ -20,12 +20,14 @@ SLOWER = 1.3
 """The synthetic cluster runs everything 30 % slower than the published constants predict."""
 
 
-def _store_runs(client: TestClient, auth: dict[str, str], n: int, cluster: dict = CLUSTER) -> list[str]:
+def _store_runs(client: TestClient, auth: dict[str, str], n: int, cluster: dict = CLUSTER,
+                slower: float = SLOWER) -> list[str]:
     ids = []
     for config, batch in SHAPES[:n]:
         spec = {"model": MODEL, "cluster": cluster, "training": {"global_batch": batch}, "config": config}
-        predicted = client.post("/v1/predict", json=spec).json()["prediction"]["iteration_time_s"]
-        r = client.post("/v1/runs", json={**spec, "iteration_time_s": predicted * SLOWER}, headers=auth)
+        published = client.post("/v1/predict", json={**spec, "calibration_id": "published"}).json()
+        predicted = published["prediction"]["iteration_time_s"]
+        r = client.post("/v1/runs", json={**spec, "iteration_time_s": predicted * slower}, headers=auth)
         assert r.status_code == 201, r.text
         ids.append(r.json()["id"])
     return ids
@@ -111,3 +113,27 @@ def test_searches_carry_their_calibration_to_the_worker_and_are_not_shared_acros
     assert best["prediction"]["iteration_time_s"] == pytest.approx(predict(*spec, constants).iteration_time_s)
     assert best["prediction"]["iteration_time_s"] > best_published["prediction"]["iteration_time_s"]
     assert client.get(f"/v1/searches/{first['id']}").json()["calibration"]["id"] == cal["id"]
+
+
+def test_accuracy_reports_error_by_week_and_a_cluster_drifting_from_its_calibration(
+        client: TestClient, auth: dict[str, str]) -> None:
+    _store_runs(client, auth, 6)
+    got = client.get("/v1/runs/accuracy", params={"cluster": "dgx-a100-80gb"}).json()
+    assert [w["runs"] for w in got["by_week"]] == [6]
+    assert got["by_week"][0]["time_bias"] == pytest.approx(1 / SLOWER - 1)
+    assert got["drift"]["calibration_id"] == "published" and not got["drift"]["drifting"]
+    assert "autopar calibrate --cluster dgx-a100-80gb" in got["drift"]["advice"]
+    assert client.get("/v1/runs/accuracy").json()["drift"] is None
+
+    cal = client.post("/v1/calibrations", json={"cluster": "dgx-a100-80gb", "k": 2}, headers=auth).json()
+    got = client.get("/v1/runs/accuracy", params={"cluster": "dgx-a100-80gb"}).json()["drift"]
+    assert got["runs"] == 0 and not got["drifting"] and "drift is judged from 3" in got["advice"]
+    _store_runs(client, auth, 3)  # the cluster keeps its speed: its new runs match the calibration
+    got = client.get("/v1/runs/accuracy", params={"cluster": "dgx-a100-80gb"}).json()["drift"]
+    assert got["runs"] == 3 and got["calibration_id"] == cal["id"] and not got["drifting"]
+    assert got["recent_time_mape"] <= got["threshold"] and got["advice"].startswith("no drift")
+    _store_runs(client, auth, 3, slower=2.0)  # then a software upgrade makes it much slower
+    got = client.get("/v1/runs/accuracy", params={"cluster": "dgx-a100-80gb", "window": 3}).json()["drift"]
+    assert got["runs"] == 3 and got["drifting"] and got["recent_time_bias"] < -0.2
+    assert got["threshold"] == pytest.approx(cal["cv_mape_after"] + max(cal["cv_mape_after"] / 2, 0.03))
+    assert "recalibrate with `autopar calibrate --cluster dgx-a100-80gb`" in got["advice"]

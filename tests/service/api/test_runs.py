@@ -188,7 +188,8 @@ def test_accuracy_sums_up_the_stored_prediction_errors(client: TestClient, auth:
     t, m = predicted.iteration_time_s, predicted.peak_memory_bytes_per_gpu
     assert client.get("/v1/runs/accuracy").json() == {
         "runs": 0, "timed": 0, "time_mape": None, "time_median_ape": None, "time_worst_ape": None,
-        "time_bias": None, "memory_measured": 0, "memory_mape": None, "oom_judged": 0, "oom_agreement": None}
+        "time_bias": None, "memory_measured": 0, "memory_mape": None, "oom_judged": 0, "oom_agreement": None,
+        "by_week": [], "drift": None}
     _post(client, auth, **SPEC, iteration_time_s=t / 1.25, peak_memory_bytes=m)   # predicted 25 % slow
     _post(client, auth, **SPEC, iteration_time_s=t / 0.9)                          # predicted 10 % fast
     _post(client, auth, **{**SPEC, "config": {"dp": 8}}, iteration_time_s=None, oom=True)  # OOM, predicted too
