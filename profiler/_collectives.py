@@ -1,10 +1,17 @@
-"""Collective bandwidth inside and across nodes, reported as nccl-tests reports it.
+"""Collective bandwidth inside a node, across nodes of one leaf and across leaves, reported as
+nccl-tests reports it.
 
 Runs in a torch.distributed process group (NCCL on GPUs, gloo on CPUs), normally under
 torchrun (``python -m profiler.collectives_worker``). For each operation and message size
 every rank times ``repeats`` runs, each after a barrier; a size's time is the max over ranks
 of the per-rank median. ``algbw = S / t`` and ``busbw = algbw * factor`` with nccl-tests' byte
 counts S and bus factors (its doc/PERFORMANCE.md), so busbw is the bottleneck link's speed.
+
+Tiers (the scopes of the samples): ``intra_node`` (each host's ranks: NVLink), ``inter_node`` (one
+rank per node across the nodes of one leaf switch, every leaf at once; without leaf labels, across
+all nodes) and ``inter_leaf`` (one rank per node, one node of each leaf, every such group at once, so
+the leaves' uplinks carry what a synchronous step sends across them). A node's leaf comes from the
+``AUTOPAR_LEAF`` environment variable of its ranks or from a hosts file (:func:`read_hosts_file`).
 """
 
 from __future__ import annotations
@@ -15,12 +22,17 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from profiler._errors import ProfilerUnavailable
 from search import LinkFit, fit_alpha_beta
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+SCOPES = ("intra_node", "inter_node", "inter_leaf")
+"""The tiers measured: inside a node, across nodes of one leaf, across leaves."""
+LEAF_ENV = "AUTOPAR_LEAF"
+"""Environment variable naming the leaf switch of the node a rank runs on (overrides a hosts file)."""
 SIZES_BYTES = tuple(2**i for i in range(10, 31))
 """1 KiB .. 1 GiB in powers of 2 (nccl-tests ``-b 1K -e 1G -f 2``)."""
 QUICK_SIZES_BYTES = tuple(4**i for i in range(5, 14))
@@ -40,7 +52,8 @@ class CollectiveSample:
 
     op: str
     scope: str
-    """intra_node (all ranks of one host) or inter_node (ranks on several hosts)."""
+    """intra_node (all ranks of one host), inter_node (ranks on several hosts of one leaf, or of all
+    hosts without leaf labels) or inter_leaf (one node of each leaf)."""
     ranks: int
     ranks_per_node: int
     size_bytes: int
@@ -115,48 +128,95 @@ def init_from_env() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Topology:
-    """Which ranks share a host."""
+    """Which ranks share a host, and which hosts share a leaf switch."""
 
     nodes: tuple[tuple[int, ...], ...]
     """Global ranks of each node, in order of each node's lowest rank."""
     hostnames: tuple[str, ...]
+    leaves: tuple[str, ...] = ()
+    """Leaf label of each node (as ``nodes``); empty, or "" for a node, where unknown."""
 
     @property
     def ranks_per_node(self) -> int:
         return min(len(ranks) for ranks in self.nodes)
 
+    def by_leaf(self) -> dict[str, list[tuple[int, ...]]]:
+        """The nodes of each labelled leaf, in order; empty unless every node has a label."""
+        if len(self.leaves) != len(self.nodes) or not all(self.leaves):
+            return {}
+        out: dict[str, list[tuple[int, ...]]] = {}
+        for leaf, ranks in zip(self.leaves, self.nodes, strict=True):
+            out.setdefault(leaf, []).append(ranks)
+        return out
 
-def topology() -> Topology:
+
+def read_hosts_file(path: str | Path) -> dict[str, str]:
+    """``HOST LEAF`` per line (``#`` starts a comment): the leaf switch of each host."""
+    leaves = {}
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) != 2:
+            raise ValueError(f"{path}:{number}: {line.strip()!r} is not 'HOST LEAF'")
+        leaves[words[0]] = words[1]
+    return leaves
+
+
+def topology(hosts: dict[str, str] | None = None) -> Topology:
     """Nodes from the host name of every rank (all_gather_object), split further by torchrun's
-    node rank (GROUP_RANK) where several nodes report the same host name."""
+    node rank (GROUP_RANK) where several nodes report the same host name; each node's leaf from
+    :data:`LEAF_ENV` or ``hosts`` (host name -> leaf)."""
     import torch.distributed as dist
 
-    key = (socket.gethostname(), os.environ.get("GROUP_RANK", ""))
+    host = socket.gethostname()
+    leaf = os.environ.get(LEAF_ENV) or (hosts or {}).get(host, "")
+    key = (host, os.environ.get("GROUP_RANK", ""), leaf)
     keys: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(keys, key)
     nodes: dict[tuple[str, str], list[int]] = {}
-    for rank, (host, node_rank) in enumerate(keys):
-        nodes.setdefault((host, node_rank), []).append(rank)
-    return Topology(tuple(tuple(r) for r in nodes.values()), tuple(dict.fromkeys(k[0] for k in keys)))
+    labels: dict[tuple[str, str], str] = {}
+    for rank, (name, node_rank, label) in enumerate(keys):
+        nodes.setdefault((name, node_rank), []).append(rank)
+        labels.setdefault((name, node_rank), label)
+    return Topology(tuple(tuple(r) for r in nodes.values()), tuple(dict.fromkeys(k[0] for k in keys)),
+                    tuple(labels[k] for k in nodes))
 
 
 Plan = tuple[tuple[tuple[int, ...], ...], int]  # groups measured at once (global ranks), ranks per node
 
 
-def _plans(scope: str, topo: Topology) -> list[Plan]:
+def plans(scope: str, topo: Topology) -> list[Plan]:
+    """The groups measured (at once) for ``scope`` on ``topo`` (see the module docstring)."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
     if scope == "intra_node":
         # Every node's group at once (like NCCL_TESTS_SPLIT), the same size on each node.
         return [(tuple(ranks[:topo.ranks_per_node] for ranks in topo.nodes), topo.ranks_per_node)]
-    if scope != "inter_node":
-        raise ValueError(f"scope {scope!r} is not intra_node or inter_node")
+    leaves = topo.by_leaf()
+    if scope == "inter_leaf":
+        if len(leaves) < 2:
+            raise ProfilerUnavailable("across-leaf collectives need nodes under two or more leaves: label each "
+                                      f"node's leaf ({LEAF_ENV}=NAME, or a hosts file of 'HOST LEAF' lines)")
+        depth = min(len(nodes) for nodes in leaves.values())
+        # Group j: the j-th node of every leaf, one rank (rail) each; all groups at once.
+        return [(tuple(tuple(nodes[j][0] for nodes in leaves.values()) for j in range(depth)), 1)]
     if len(topo.nodes) < 2:
         raise ProfilerUnavailable("inter-node collectives need ranks on two or more hosts; "
                                   "run torchrun with --nnodes >= 2")
-    plans: list[Plan] = [((tuple(ranks[0] for ranks in topo.nodes),), 1)]  # one rank (one rail) per node
+    if leaves:
+        shared = [nodes for nodes in leaves.values() if len(nodes) >= 2]
+        if not shared:
+            raise ProfilerUnavailable("no leaf has two nodes: nothing to measure inside one leaf")
+        width = min(len(nodes) for nodes in shared)
+        # One rank per node across the first `width` nodes of each leaf with two or more, all leaves at once.
+        return [(tuple(tuple(ranks[0] for ranks in nodes[:width]) for nodes in shared), 1)]
+    out: list[Plan] = [((tuple(ranks[0] for ranks in topo.nodes),), 1)]  # one rank (one rail) per node
     if topo.ranks_per_node > 1:
-        plans.append(((tuple(r for ranks in topo.nodes for r in ranks[:topo.ranks_per_node]),),
-                      topo.ranks_per_node))
-    return plans
+        out.append(((tuple(r for ranks in topo.nodes for r in ranks[:topo.ranks_per_node]),),
+                    topo.ranks_per_node))
+    return out
+
 
 
 def _op(op: str, elements: int, n: int, group: Any, members: tuple[int, ...], device: Any) -> Callable[[], None]:
@@ -242,14 +302,15 @@ def message_elements(size_bytes: int, ranks: int) -> int:
 
 def measure(ops: Iterable[str] = OPS, sizes_bytes: Iterable[int] | None = None, scope: str = "intra_node",
             warmup: int = 5, repeats: int = 20, progress: Progress | None = None, quick: bool = False,
-            notes: list[str] | None = None) -> list[CollectiveSample]:
+            notes: list[str] | None = None, hosts: dict[str, str] | None = None) -> list[CollectiveSample]:
     """Measure ``ops`` over ``sizes_bytes`` on the groups of ``scope``; every rank calls it and
     every rank gets the same samples.
 
     ``sizes_bytes`` defaults to :data:`SIZES_BYTES` (:data:`QUICK_SIZES_BYTES` with ``quick``)
     and is capped at :data:`GLOO_MAX_BYTES` on gloo. intra_node times each host's ranks, all
-    hosts at once; inter_node times one rank per host, then (with several ranks per host)
-    all ranks. Ctrl-C returns the operations completed so far.
+    hosts at once; inter_node times one rank per host (per leaf when the nodes' leaves are known,
+    ``hosts`` or :data:`LEAF_ENV`), then without leaves and with several ranks per host all ranks;
+    inter_leaf one node of each leaf. Ctrl-C returns the operations completed so far.
     """
     import torch
     import torch.distributed as dist
@@ -267,12 +328,12 @@ def measure(ops: Iterable[str] = OPS, sizes_bytes: Iterable[int] | None = None, 
         raise ProfilerUnavailable("collectives need at least 2 ranks; launch with torchrun --nproc-per-node 2 or more")
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
     rank, world = dist.get_rank(), dist.get_world_size()
-    topo = topology()
-    plans = _plans(scope, topo)
-    total, done = len(plans) * len(op_list) * len(sizes), 0
+    topo = topology(hosts)
+    scope_plans = plans(scope, topo)
+    total, done = len(scope_plans) * len(op_list) * len(sizes), 0
     samples: list[CollectiveSample] = []
     try:
-        for groups, per_node in plans:
+        for groups, per_node in scope_plans:
             # Every rank creates every group, in the same order (torch.distributed.new_group).
             handles = [None if len(g) == world else dist.new_group(list(g)) for g in groups]
             mine = next(((g, h) for g, h in zip(groups, handles, strict=True) if rank in g), None)

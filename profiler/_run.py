@@ -12,13 +12,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from profiler._errors import ProfilerUnavailable
 from profiler._fingerprint import collect_fingerprint, local_gpu_count
-from search import GemmSample, HardwareProfile, LinkFit, model_preset
+from search import GemmSample, HardwareProfile, LinkFit, SpecError, model_preset
 
 SECTIONS = ("matmul", "collectives", "host", "nvme", "cpu-adam")
 SHAPE_MODELS = ("gpt3-175b", "llama3-8b", "llama3-70b")
@@ -88,7 +88,7 @@ def _collectives(quick: bool, run: ProfileRun) -> list[LinkFit]:
     if gpus == 1:
         raise ProfilerUnavailable("collectives need at least 2 GPUs on the node (NCCL refuses two ranks on one "
                                   "GPU); run on a multi-GPU node, or across nodes with torchrun -m "
-                                  "profiler.collectives_worker")
+                                  "profiler.collectives_worker and --collectives-from its JSON")
     ranks = gpus or CPU_COLLECTIVE_RANKS
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "collectives.json"
@@ -100,12 +100,31 @@ def _collectives(quick: bool, run: ProfileRun) -> list[LinkFit]:
             raise ProfilerUnavailable(f"the collective benchmark failed (torchrun exit {done.returncode}): "
                                       + " | ".join(tail) + "; check that torch.distributed works on this node")
         data: dict[str, Any] = json.loads(out.read_text())
+    return _collective_fits(data, run)
+
+
+def _collective_fits(data: dict[str, Any], run: ProfileRun) -> list[LinkFit]:
+    """The fits of a collectives worker's JSON, with a summary row each."""
     run.notes.extend(data.get("notes", []))
     fits = [LinkFit(**{**f, "samples": tuple(tuple(s) for s in f.get("samples", ()))}) for f in data["links"]]
     for fit in fits:
         run.rows.append((f"{fit.collective} {fit.scope} x{fit.ranks} ({data['backend']})",
                          f"{_gb(fit.bus_bytes_per_s)} busbw, {fit.latency_s * 1e6:,.0f} us"))
     return fits
+
+
+def read_collectives(path: str | Path) -> dict[str, Any]:
+    """A collectives worker's JSON (``torchrun ... -m profiler.collectives_worker --out FILE`` on every
+    node): its fits per tier and the topology measured (hosts, each node's leaf)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError("--collectives-from", f"cannot read {path}: {exc}",
+                        "give the --out file of torchrun -m profiler.collectives_worker") from None
+    if not isinstance(data, dict) or not isinstance(data.get("links"), list) or "backend" not in data:
+        raise SpecError("--collectives-from", f"{path} is not a collectives worker's JSON (no backend and links)",
+                        "give the --out file of torchrun -m profiler.collectives_worker")
+    return data
 
 
 class _Bars:
@@ -135,15 +154,22 @@ class _Bars:
 
 
 def run_profile(sections: Sequence[str] = SECTIONS, *, quick: bool = False, nvme_path: str | None = None,
-                show_progress: bool = False) -> ProfileRun:
+                show_progress: bool = False, collectives_from: str | Path | None = None) -> ProfileRun:
     """Run ``sections`` (see :data:`SECTIONS`) and return the assembled profile.
 
-    ``show_progress`` draws a progress bar per section on stderr.
+    ``show_progress`` draws a progress bar per section on stderr. ``collectives_from``, a collectives
+    worker's JSON from a multi-node torchrun, stands in for the collectives section: its fits inside
+    nodes, across nodes of a leaf and across leaves, and its hosts and leaves in the fingerprint.
     """
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         raise ValueError(f"unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
     run = ProfileRun(profile=HardwareProfile(fingerprint=collect_fingerprint()))
+    measured = None if collectives_from is None else read_collectives(collectives_from)
+    if measured is not None:
+        fp = replace(run.profile.fingerprint, hostnames=tuple(measured.get("hostnames") or ()),
+                     leaves=tuple(measured.get("leaves") or ()))
+        run.profile = HardwareProfile(fingerprint=fp)
     gemm: list[GemmSample] = []
     links: list[LinkFit] = []
     rates: dict[str, float | None] = {}
@@ -155,7 +181,7 @@ def run_profile(sections: Sequence[str] = SECTIONS, *, quick: bool = False, nvme
             if section == "matmul":
                 gemm = _matmul(quick, run, progress)
             elif section == "collectives":
-                links = _collectives(quick, run)
+                links = _collective_fits(measured, run) if measured is not None else _collectives(quick, run)
             elif section == "host":
                 from profiler._host_links import measure_host_links
 

@@ -3,7 +3,9 @@
 The profiler (``profiler/``) writes it; the cost model reads it through
 :func:`apply_profile`, which replaces preset figures with measured ones wherever the profile
 has a measurement and says which ones it fell back on. Versioned JSON; unknown versions are
-refused with a message that says what to do.
+refused with a message that says what to do. Version 2 carries the topology measured (each node's
+leaf switch, :attr:`Fingerprint.leaves`) and fits across leaves (scope ``inter_leaf``); version 1
+profiles load unchanged.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from typing import Any
 from search._cluster_spec import ClusterSpec
 from search._errors import SpecError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Versions :meth:`HardwareProfile.from_dict` reads (1 has no leaves and no inter_leaf fits)."""
+SCOPES = ("intra_node", "inter_node", "inter_leaf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +41,8 @@ class Fingerprint:
     cpu_model: str = ""
     cpu_memory_bytes: float = 0.0
     hostnames: tuple[str, ...] = ()
+    leaves: tuple[str, ...] = ()
+    """The leaf switch of each measured node, in node order (empty where not labelled)."""
 
     def __post_init__(self) -> None:
         for name in ("gpu_name", "created_at"):
@@ -76,7 +83,8 @@ class LinkFit:
     collective: str
     """all_reduce, all_gather, reduce_scatter, all_to_all or send_recv."""
     scope: str
-    """intra_node or inter_node."""
+    """intra_node (inside a node / NVLink domain), inter_node (across nodes of one leaf switch, or of
+    the whole cluster when leaves were not labelled) or inter_leaf (one node under each leaf)."""
     ranks: int
     """Ranks in the measured group."""
     latency_s: float
@@ -112,12 +120,13 @@ class HardwareProfile:
     def from_dict(cls, data: dict[str, Any]) -> HardwareProfile:
         """Parse and validate; errors name the field and the fix."""
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             raise SpecError("HardwareProfile.schema_version", f"{version!r} is not supported",
                             f"re-run `autopar profile` to write schema version {SCHEMA_VERSION}")
         try:
             fp = data["fingerprint"]
-            fingerprint = Fingerprint(**{**fp, "hostnames": tuple(fp.get("hostnames", ()))})
+            fingerprint = Fingerprint(**{**fp, "hostnames": tuple(fp.get("hostnames", ())),
+                                         "leaves": tuple(fp.get("leaves", ()))})
             gemm = tuple(GemmSample(**g) for g in data.get("gemm", ()))
             links = tuple(
                 LinkFit(**{**ln, "samples": tuple(tuple(s) for s in ln.get("samples", ()))})
@@ -138,6 +147,9 @@ class HardwareProfile:
                 raise SpecError("HardwareProfile.links", f"{ln.collective}/{ln.scope} has a non-physical fit "
                                 f"(bus_bytes_per_s={ln.bus_bytes_per_s!r}, latency_s={ln.latency_s!r})",
                                 "re-run the collective benchmark")
+            if ln.scope not in SCOPES:
+                raise SpecError("HardwareProfile.links.scope", f"{ln.scope!r} is not a scope",
+                                f"use one of: {', '.join(SCOPES)}")
             if type(ln.ranks_per_node) is not int or not 1 <= ln.ranks_per_node <= ln.ranks:
                 raise SpecError("HardwareProfile.links.ranks_per_node", f"{ln.ranks_per_node!r} is not in 1..ranks",
                                 "give the number of GPUs per node in the measured group")
@@ -201,7 +213,9 @@ def apply_profile(cluster: ClusterSpec, profile: HardwareProfile) -> tuple[Clust
     """The cluster with measured figures in place of preset ones, and a warning per fallback.
 
     Node link fields hold achievable bus bandwidths, so measured ones replace them as they are
-    (an inter-node fit over ``ranks_per_node`` rails is scaled to the node's one rail per GPU).
+    (an inter-node fit over ``ranks_per_node`` rails is scaled to the node's one rail per GPU); an
+    across-leaf fit becomes the fabric's spine tier's measured rail bandwidth
+    (:attr:`search._fabric.FabricTier.bus_bytes_per_s`), which groups spanning leaves then run at.
     """
     gpu, node = cluster.gpu, cluster.node
     warnings: list[str] = []
@@ -226,6 +240,15 @@ def apply_profile(cluster: ClusterSpec, profile: HardwareProfile) -> tuple[Clust
         node = replace(node, inter_node_bytes_per_s=inter.bus_bytes_per_s * node.gpus_per_node / inter.ranks_per_node)
     else:
         warnings.append("no inter-node all-reduce measurement: using the preset network bandwidth")
+    across = profile.link("all_reduce", "inter_leaf")
+    if across:
+        fabric = cluster.fabric
+        if len(fabric.tiers) < 2:
+            warnings.append("an across-leaf all-reduce was measured but the cluster's fabric has one tier: "
+                            "describe its leaves and spine to use it")
+        else:  # one rank per node across leaves: a rail's bus bandwidth through the spine
+            spine = replace(fabric.tiers[1], bus_bytes_per_s=across.bus_bytes_per_s / across.ranks_per_node)
+            cluster = replace(cluster, fabric=replace(fabric, tiers=(fabric.tiers[0], spine, *fabric.tiers[2:])))
     for attr, name in (("host_to_device_bytes_per_s", "pcie_bytes_per_s"),
                        ("nvme_read_bytes_per_s", "nvme_read_bytes_per_s"),
                        ("nvme_write_bytes_per_s", "nvme_write_bytes_per_s"),

@@ -1,7 +1,12 @@
 """``autopar profile``: measure this cluster and write a hardware profile.
 
     autopar profile [--quick] [--only matmul,collectives,host,nvme,cpu-adam] [--out FILE]
-                    [--nvme-path DIR] [--upload URL] [--json]
+                    [--nvme-path DIR] [--upload URL] [--json] [--collectives-from FILE.json]
+
+Across nodes, run the collectives worker on every node (``torchrun --nnodes N ... -m
+profiler.collectives_worker --out FILE [--hosts hosts.txt]``) and pass its JSON with
+``--collectives-from``: the profile then holds the fits inside a node, across nodes of a leaf and
+across leaves, and each node's leaf.
 
 The benchmarks import torch (the ``profile`` extra); the search and the service read the
 profile without it. Ctrl-C stops the run and keeps what was measured.
@@ -39,6 +44,10 @@ def add_profile_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--upload", metavar="URL",
                    help="also POST the profile to the service (http://HOST:PORT or its /v1/profiles URL), "
                         f"with the token in ${TOKEN_ENV}")
+    p.add_argument("--collectives-from", metavar="FILE.json",
+                   help="the JSON of a multi-node `torchrun ... -m profiler.collectives_worker --out FILE` (with "
+                        "--hosts or AUTOPAR_LEAF for each node's leaf): its fits per tier (in a node, across nodes "
+                        "of a leaf, across leaves) instead of this node's collectives")
     p.add_argument("--json", action="store_true", help="print the profile JSON instead of the summary table")
     p.set_defaults(handler=run)
 
@@ -101,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError("autopar profile", f"the profiler cannot import its benchmarks ({exc})",
                         "install the profile extra: pip install torch==2.13.0 && pip install -e '.[profile]'") from None
     result = run_profile(sections=sections, quick=args.quick, nvme_path=args.nvme_path,
-                         show_progress=not args.json and sys.stderr.isatty())
+                         show_progress=not args.json and sys.stderr.isatty(), collectives_from=args.collectives_from)
     text = result.profile.to_json()
     args.out.write_text(text + "\n")
     if args.json:

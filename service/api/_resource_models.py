@@ -58,6 +58,9 @@ class FingerprintIn(_Strict):
     cpu_model: str = Field(default="", max_length=200)
     cpu_memory_bytes: float = Field(default=0.0, ge=0)
     hostnames: list[Annotated[str, Field(max_length=255)]] = Field(default=[], max_length=100_000)
+    leaves: list[Annotated[str, Field(max_length=255)]] = Field(
+        default=[], max_length=100_000, description="The leaf switch of each measured node, in node order "
+        "(schema version 2).")
 
 
 class GemmIn(_Strict):
@@ -74,7 +77,8 @@ class LinkIn(_Strict):
     """search.LinkFit: alpha-beta fit of one collective on one kind of group."""
 
     collective: str = Field(min_length=1, max_length=40)
-    scope: str = Field(min_length=1, max_length=40)
+    scope: str = Field(min_length=1, max_length=40, description="intra_node, inter_node (across nodes of one "
+                       "leaf) or inter_leaf (across leaves, schema version 2).")
     ranks: StrictInt = Field(ge=1)
     latency_s: float = Field(ge=0)
     bus_bytes_per_s: float = Field(gt=0)
@@ -112,7 +116,8 @@ class ProfileIn(_Strict):
     cpu_adam_params_per_s: float | None = Field(default=None, gt=0)
     aio: dict[Annotated[str, Field(max_length=100)], StrictBool | StrictInt | float | str] = Field(
         default={}, max_length=100, description="Best DeepSpeed aio settings found on the NVMe path.")
-    schema_version: StrictInt = Field(description="search.SCHEMA_VERSION; other versions are refused.")
+    schema_version: StrictInt = Field(description="search.SCHEMA_VERSION (2), or 1 (no leaves); other versions "
+                                      "are refused.")
 
 
 class ProfileSummary(BaseModel):

@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from search import SCHEMA_VERSION, Fingerprint, HardwareProfile, SpecError
+from search._profile import READABLE_VERSIONS
 from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency
 from service.api._resource_models import ProfileIn, ProfileOut, ProfilePage, error_responses
@@ -30,7 +31,7 @@ async def _schema_version_first(request: Request) -> None:
         data = await request.json()
     except ValueError:
         return  # FastAPI answers invalid JSON itself
-    if isinstance(data, dict) and data.get("schema_version") != SCHEMA_VERSION:
+    if isinstance(data, dict) and data.get("schema_version") not in READABLE_VERSIONS:
         HardwareProfile.from_dict(data)  # raises the SpecError naming schema_version and the fix
 
 

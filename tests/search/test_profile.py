@@ -111,13 +111,13 @@ def test_load_of_a_missing_or_broken_file_names_the_profile(tmp_path: Path) -> N
 
 
 def test_to_json_carries_the_schema_version() -> None:
-    assert as_dict(full_profile())["schema_version"] == SCHEMA_VERSION == 1
+    assert as_dict(full_profile())["schema_version"] == SCHEMA_VERSION == 2
 
 
 # ---------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 3, "1", None])
 def test_wrong_schema_version_is_refused(version: object) -> None:
     data = as_dict(full_profile())
     data["schema_version"] = version

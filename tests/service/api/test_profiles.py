@@ -47,7 +47,7 @@ def test_upload_round_trips_what_the_profiler_wrote(client: TestClient, auth: di
     assert body["body"] == json.loads(p.to_json())
     assert HardwareProfile.from_dict(body["body"]) == p
     assert body["name"] == "node01 (8 x NVIDIA H100 80GB HBM3)"
-    assert (body["gpu_name"], body["gpus_per_node"], body["schema_version"]) == ("NVIDIA H100 80GB HBM3", 8, 1)
+    assert (body["gpu_name"], body["gpus_per_node"], body["schema_version"]) == ("NVIDIA H100 80GB HBM3", 8, 2)
     assert "driver 550.54.15" in body["fingerprint"] and "NCCL 2.21.5" in body["fingerprint"]
     assert datetime.fromisoformat(body["measured_at"]) == datetime.fromisoformat(p.fingerprint.created_at)
     named = upload(client, auth, profile(hosts=("a", "b", "c")), "?name=rack-7")
@@ -86,7 +86,7 @@ def test_bad_profiles_are_422_naming_the_field_and_nothing_is_stored(client: Tes
     good = json.loads(profile().to_json())
     link = {**good["links"][0], "ranks_per_node": 16}
     cases = [  # (body, field, a word of the message or fix)
-        (_with({"schema_version": 2}), "HardwareProfile.schema_version", "re-run `autopar profile`"),
+        (_with({"schema_version": 3}), "HardwareProfile.schema_version", "re-run `autopar profile`"),
         (json.dumps({k: v for k, v in good.items() if k != "schema_version"}), "HardwareProfile.schema_version",
          "re-run `autopar profile`"),
         (json.dumps({"schema_version": 1}), "fingerprint", "add this field"),
