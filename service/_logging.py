@@ -1,11 +1,12 @@
 """One log format for ``autopar serve`` and ``autopar worker``: text for people, JSON lines for machines.
 
-Every record goes through the root logger's one handler on stderr, uvicorn's error and access
-logs included (``autopar serve`` runs uvicorn with ``log_config=None``, so its loggers propagate
-here). A request's id (the ``X-Request-ID`` it came with, or one made for it: see
-:mod:`service.api._request_id`) lives in a context variable for the request's duration; a filter
-copies it onto each record, so every line a request causes carries it, whichever thread or
-logger writes it (anyio copies the context into the thread pools).
+Every record is written by this module's formatters: uvicorn's access lines on stdout (where
+uvicorn writes them), everything else on stderr, uvicorn's error log included (``autopar serve``
+runs uvicorn with ``log_config=None`` and routes its loggers here). A request's id (the
+``X-Request-ID`` it came with, or one made for it: see :mod:`service.api._request_id`) lives in a
+context variable for the request's duration; a filter copies it onto each record, so every line a
+request causes carries it, whichever thread or logger writes it (anyio copies the context into the
+thread pools).
 
 Text::
 
@@ -81,12 +82,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
-class _StderrHandler(logging.StreamHandler[IO[str]]):
-    """Writes to whatever ``sys.stderr`` is when a record comes (a test's capture replaces it, then closes it)."""
+class _SysStreamHandler(logging.StreamHandler[IO[str]]):
+    """Writes to whatever ``sys.stdout`` or ``sys.stderr`` is when a record comes (a test's capture
+    replaces them, then closes its stream)."""
+
+    def __init__(self, name: str) -> None:
+        self._sys_attr = name
+        super().__init__(getattr(sys, name))
 
     @property
     def stream(self) -> IO[str]:
-        return sys.stderr
+        stream: IO[str] = getattr(sys, self._sys_attr)
+        return stream
 
     @stream.setter
     def stream(self, _value: IO[str]) -> None:
@@ -101,16 +108,25 @@ QUIET_LOGGERS = ("alembic",)
 shown from debug on."""
 
 
+ACCESS_LOGGER = "uvicorn.access"
+
+
+def _handler(log_format: str, stream: IO[str] | None, default: str) -> logging.Handler:
+    handler = logging.StreamHandler(stream) if stream is not None else _SysStreamHandler(default)
+    handler.setFormatter(FORMATTERS[log_format]())
+    handler.addFilter(RequestIdFilter())
+    return handler
+
+
 @contextmanager
-def logging_to_stderr(level: str = "info", log_format: str = "text", stream: IO[str] | None = None) -> Iterator[None]:
-    """While the block runs, every record at ``level`` or above goes to ``stream`` (stderr) in
-    ``log_format`` (text or json), uvicorn's loggers routed to the root so the API's lines share it.
+def service_logging(level: str = "info", log_format: str = "text", stream: IO[str] | None = None) -> Iterator[None]:
+    """While the block runs, every record at ``level`` or above is written in ``log_format`` (text or
+    json): uvicorn's access lines on stdout (where uvicorn puts them), every other line, uvicorn's
+    error log included, on stderr; both to ``stream`` when one is given.
 
     What it changes (the root's handler and level, uvicorn's and the quiet loggers') is put back when
     the block ends, so a command run in process (tests, an embedding program) leaves logging as it was."""
-    handler: logging.StreamHandler[IO[str]] = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
-    handler.setFormatter(FORMATTERS[log_format]())
-    handler.addFilter(RequestIdFilter())
+    handler, access_handler = _handler(log_format, stream, "stderr"), _handler(log_format, stream, "stdout")
     root = logging.getLogger()
     saved_root = root.level
     touched = [logging.getLogger(name) for name in (*UVICORN_LOGGERS, *QUIET_LOGGERS)]
@@ -119,8 +135,8 @@ def logging_to_stderr(level: str = "info", log_format: str = "text", stream: IO[
     root.setLevel(level.upper())
     for name in UVICORN_LOGGERS:
         logger = logging.getLogger(name)
-        logger.handlers.clear()
-        logger.propagate = True
+        logger.handlers[:] = [access_handler] if name == ACCESS_LOGGER else []
+        logger.propagate = name != ACCESS_LOGGER
         logger.setLevel(logging.NOTSET)  # the root's level applies
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if level.lower() == "debug" else logging.WARNING)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from search import SpecError
 from service._db_access import current_database, reachable
-from service._logging import logging_to_stderr
+from service._logging import service_logging
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -151,7 +151,7 @@ def _worker_process(settings: Settings, parent_pid: int) -> None:
     threading.Thread(target=orphaned, name="autopar-orphan-check", daemon=True).start()
     from service._worker import run_worker
 
-    with logging_to_stderr(settings.log_level, settings.log_format):
+    with service_logging(settings.log_level, settings.log_format):
         run_worker(settings, stop=stop)  # returns once stop is set, its current search put back in the queue
 
 
@@ -236,7 +236,7 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.stop_timeout <= 3600:
         raise SpecError("--stop-timeout", f"{args.stop_timeout:g} is outside [0, 3600]", "give seconds in [0, 3600]")
     settings = settings.model_copy(update={"workers": workers})
-    with logging_to_stderr(settings.log_level, settings.log_format):
+    with service_logging(settings.log_level, settings.log_format):
         return _run_serve(args, settings)
 
 
@@ -278,15 +278,19 @@ def _run_serve(args: argparse.Namespace, settings: Settings) -> int:
         try:
             pool.start()
             url = f"http://{_browser_host(args.host)}:{args.port}"
-            print(f"autopar {autopar_version()} serving on {args.host}:{args.port} with "
-                  f"{workers or 'no'} worker process{'es' if workers != 1 else ''}"
-                  f"{'' if workers else ' (searches wait for `autopar worker`)'}\n"
-                  f"  database: {db.safe_url} (schema {revision})\n"
-                  f"  explorer: {url}/\n"
-                  f"  API docs: {url}/docs\n"
-                  f"  try:      curl {url}/v1/presets/models\n"
-                  f"  writes:   autopar token create --scope write, then send 'Authorization: Bearer <token>'\n"
-                  f"  stop:     Ctrl+C or SIGTERM", flush=True)
+            if settings.log_format == "text":  # for people; with json, stdout holds only JSON lines
+                print(f"autopar {autopar_version()} serving on {args.host}:{args.port} with "
+                      f"{workers or 'no'} worker process{'es' if workers != 1 else ''}"
+                      f"{'' if workers else ' (searches wait for `autopar worker`)'}\n"
+                      f"  database: {db.safe_url} (schema {revision})\n"
+                      f"  explorer: {url}/\n"
+                      f"  API docs: {url}/docs\n"
+                      f"  try:      curl {url}/v1/presets/models\n"
+                      f"  writes:   autopar token create --scope write, then send 'Authorization: Bearer <token>'\n"
+                      f"  stop:     Ctrl+C or SIGTERM", flush=True)
+            else:
+                _log.info("autopar %s serving on %s:%s with %d worker processes; database %s (schema %s)",
+                          autopar_version(), args.host, args.port, workers, db.safe_url, revision)
             if not server.should_exit:
                 server.run(sockets=[sock])
         finally:
@@ -314,7 +318,7 @@ def _worker(args: argparse.Namespace) -> int:
             signal.signal(s, signal.SIG_DFL)
 
 
-    with logging_to_stderr(settings.log_level, settings.log_format):
+    with service_logging(settings.log_level, settings.log_format):
         return _run_worker(args, settings, db.safe_url, stop, request_stop)
 
 

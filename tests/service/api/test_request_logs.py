@@ -1,5 +1,6 @@
 """Logs in one format with the request id: in process (the id crosses into the thread pool), and
-``autopar serve --log-format json`` as a real program (uvicorn's access lines in the same format)."""
+``autopar serve --log-format json`` as a real program (uvicorn's access lines in the same format,
+on stdout as uvicorn writes them)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from service._logging import logging_to_stderr
+from service._logging import service_logging
 from service.api import Settings, create_app
 from service.store import Database
 
@@ -36,7 +37,7 @@ def test_every_log_line_of_a_request_carries_its_id() -> None:
     out = io.StringIO()
     try:
         with TestClient(create_app(Settings(database_url=UNREACHABLE, workers=0), db=db, migrate=False)) as c, \
-                logging_to_stderr("info", "json", stream=out):
+                service_logging("info", "json", stream=out):
             first = c.get("/readyz", headers={"X-Request-ID": "probe-1"})
             second = c.get("/readyz", headers={"X-Request-ID": "probe-2"})
             forged = c.get("/readyz", headers={"X-Request-ID": "x\", \"level\": \"info"})
@@ -62,7 +63,7 @@ def test_log_lines_outside_requests_have_no_id_and_text_names_the_id() -> None:
     import logging
 
     out = io.StringIO()
-    with logging_to_stderr("warning", "text", stream=out):
+    with service_logging("warning", "text", stream=out):
         logging.getLogger("autopar.test").info("below the level: not written")
         logging.getLogger("autopar.test").warning("outside any request")
     (line,) = out.getvalue().splitlines()
@@ -79,7 +80,7 @@ def test_serve_writes_json_lines_with_the_request_id_on_uvicorns_access_lines(tm
     env |= {"AUTOPAR_DATA_DIR": str(tmp_path / "data"), "AUTOPAR_LOG_FORMAT": "json"}
     server = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "0",
                                "--stop-timeout", "1"], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -94,9 +95,11 @@ def test_serve_writes_json_lines_with_the_request_id_on_uvicorns_access_lines(tm
             assert answer.headers["X-Request-ID"] == "trace-7"
     finally:
         server.terminate()
-        _, err = server.communicate(timeout=20)
+        out, err = server.communicate(timeout=20)
     lines = json_lines(err)  # every line, uvicorn's included, is one JSON object
-    access = [line for line in lines if line["logger"] == "uvicorn.access" and line.get("request_id") == "trace-7"]
-    assert len(access) == 1, err
-    assert (access[0]["method"], access[0]["path"], access[0]["status"]) == ("GET", "/v1/presets/models", 200)
-    assert any(line["logger"] == "uvicorn.error" for line in lines), err  # its start/stop lines too
+    assert any(line["logger"] == "uvicorn.error" for line in lines), err  # its start/stop lines
+    assert any(line["logger"] == "autopar.serve" and "serving on" in str(line["message"]) for line in lines), err
+    access = json_lines(out)  # uvicorn's access lines, on stdout as uvicorn writes them; no banner
+    assert {line["logger"] for line in access} == {"uvicorn.access"}, out
+    (line,) = [line for line in access if line.get("request_id") == "trace-7"]
+    assert (line["method"], line["path"], line["status"]) == ("GET", "/v1/presets/models", 200)
