@@ -182,13 +182,13 @@ class Evaluator:
         time). Derived only where the coarser policy below does not fit: with full recomputation when
         neither no nor selective recomputation fits (Megatron ``--recompute-method block``); with a
         whole optimizer offload when no offload does not fit (``--optimizer-offload-fraction``,
-        DeepSpeed ZeRO-3 ``ratio``); and activation offload where nothing else is recomputed or
-        offloaded and pp = 1 (``--cpu-offloading-num-layers``)."""
+        DeepSpeed ZeRO-3 ``ratio``); and activation offload where nothing is recomputed and pp = 1
+        (``--cpu-offloading-num-layers``)."""
         c, fw = cand.config, cand.framework
         out: list[tuple[Candidate, MemoryPlan]] = []
         base = (fw, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage)
         tail = (c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles, c.micro_batch)
-        if (fit and c.recompute == "full" and c.recompute_layers is None and fw in ("megatron", "megatron-deepspeed")
+        if (fit and c.recompute == "full" and c.recompute_layers is None and fw == "megatron"
                 and c.offload_param == "none"
                 and not any((*base, c.offload_optimizer, c.offload_param, rc, *tail) in fits_at
                             for rc in ("none", "selective"))):
@@ -213,7 +213,7 @@ class Evaluator:
                                        _OFFLOAD_SHARES)
                 if found is not None:
                     out.append(found)
-        if (not fit and fw == "megatron" and c.pp == 1 and c.recompute == "none" and c.offload_optimizer == "none"
+        if (not fit and fw == "megatron" and c.pp == 1 and c.recompute == "none"
                 and c.activation_offload_layers == 0 and self.model.layers > 1):
             most = self.model.layers - 1
             full = self.memory(Candidate(fw, replace(c, activation_offload_layers=most)))

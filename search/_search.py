@@ -117,12 +117,30 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
                                    "evaluated": ev.n_evaluated, "exhaustive": exhaustive})
     hints = (why_no_valid(model, cluster.world_size, global_batch, framework, allow_untested) if not candidates
              else _hints(ev, model, cluster, global_batch, precision, framework, cal, top_k, allow_tiling))
+    knobs = fine_grained_knobs([cand.config for cand in ev.fitting] or [cand.config for cand, _, _ in ev.feasible])
+    if top and knobs is not None:
+        hints = (f"only fine-grained memory policies fit: {knobs} (no configuration with all-or-nothing offload "
+                 "and recomputation does)", *hints)
     return SearchResult(
         model=model.name, cluster=cluster.name, num_nodes=cluster.num_nodes, world_size=cluster.world_size,
         framework=framework, objective=objective, top=top, pareto=pareto, space_size=space.size,
         n_valid=len(candidates), n_feasible=ev.n_feasible, n_evaluated=ev.n_evaluated, exhaustive=exhaustive,
         elapsed_s=elapsed, study_name=name, hints=hints,
     )
+
+
+def fine_grained_knobs(configs: list[ParallelConfig]) -> str | None:
+    """The fine-grained memory knobs (issue 18) that every one of ``configs`` uses, named as the
+    spec names them; None when some configuration uses none of them."""
+    used: set[str] = set()
+    for c in configs:
+        these = {name for name, on in (("optimizer_offload_fraction", c.optimizer_offload_fraction < 1),
+                                       ("recompute_layers", c.recompute_layers is not None),
+                                       ("activation_offload_layers", c.activation_offload_layers > 0)) if on}
+        if not these:
+            return None
+        used |= these
+    return ", ".join(sorted(used)) if used else None
 
 
 def _hints(ev: Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch: int, precision: str,

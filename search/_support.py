@@ -17,7 +17,9 @@ Megatron-DeepSpeed (2025-07-16), DeepSpeed 0.19, torchtitan 0.3.0 with torch FSD
 
 Predicates look only at whether a parallelism is in use (tp, pp, vp, cp > 1), at sp and at
 the ZeRO stage, offloads, recomputation and TP-communication overlap, so the enumerator can
-cache a status per combination of those (:func:`support_key`).
+cache a status per combination of those (:func:`support_key`). The fine-grained memory policies
+(offload fraction, recomputed layer count, activation offload) are never enumerated: the search
+derives them per layout and checks them with :func:`support_status` directly.
 """
 
 from __future__ import annotations
@@ -262,6 +264,45 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
         "frameworks_2.md sec. 4.1 (DeepSpeed zero3.rst 'Memory-Centric Tiling'; deepspeed/runtime/zero/tiling.py)",
         lambda c: c.tiles > 1,
     ) for runtime in ("megatron", "megatron-deepspeed", "fsdp")),
+    # --- Fine-grained memory policies (issue 18) ---------------------------------------------------
+    SupportEntry(
+        "deepspeed", "deepspeed-partial-offload-below-zero3", "refused", "ParallelConfig.optimizer_offload_fraction",
+        "a partial optimizer offload (offload_optimizer.ratio < 1) is ZeRO-3 only: DeepSpeedZeroOffloadOptimizerConfig "
+        "raises 'Partial offloading only supported for ZeRO Stage 3.'",
+        "set zero_stage=3, or optimizer_offload_fraction=1",
+        "frameworks.md (DeepSpeed zero/offload_config.py offload_ratio_check)",
+        lambda c: c.optimizer_offload_fraction < 1 and c.zero_stage != 3,
+    ),
+    *(SupportEntry(
+        runtime, f"{runtime}-partial-offload", "refused", "ParallelConfig.optimizer_offload_fraction",
+        "this runtime offloads the whole optimizer or none of it (no offload ratio or fraction option)",
+        "set optimizer_offload_fraction=1, or framework 'megatron' / 'deepspeed' (ZeRO-3)",
+        "Megatron-DeepSpeed's pinned flag list has no --optimizer-offload-fraction; torch FSDP2 CPUOffloadPolicy "
+        "is all-or-nothing",
+        lambda c: c.optimizer_offload_fraction < 1,
+    ) for runtime in ("megatron-deepspeed", "fsdp")),
+    *(SupportEntry(
+        runtime, f"{runtime}-block-recompute", "refused", "ParallelConfig.recompute_layers",
+        why,
+        "set recompute_layers=null (every layer), or framework 'megatron'",
+        cite,
+        lambda c: c.recompute_layers is not None,
+    ) for runtime, why, cite in (
+        ("megatron-deepspeed", "DeepSpeed's pipeline does not run Megatron's block recompute method",
+         "Megatron-DeepSpeed megatron/model/transformer.py ('deepspeed's pipeline doesn't support the block "
+         "recompute method')"),
+        ("deepspeed", "plain DeepSpeed checkpoints what the model code checkpoints; autopar emits no model code",
+         "frameworks.md (DeepSpeed activation_checkpointing keys)"),
+        ("fsdp", "torchtitan's selective_ac_option checkpoints every n-th layer, a different pattern, not modelled",
+         "frameworks.md (torchtitan [activation_checkpoint] selective_ac_option)"))),
+    *(SupportEntry(
+        runtime, f"{runtime}-activation-offload", "refused", "ParallelConfig.activation_offload_layers",
+        "activation offloading of whole layers is Megatron-Core's --cpu-offloading-num-layers; this runtime's is "
+        "not modelled",
+        "set activation_offload_layers=0, or framework 'megatron'",
+        "megatron-core transformer_config.py (cpu_offloading); Megatron-Bridge docs/training/cpu-offloading.md",
+        lambda c: c.activation_offload_layers > 0,
+    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
 )
 """Every combination a runtime refuses or has never been shown to run, with its evidence."""
 

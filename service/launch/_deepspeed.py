@@ -72,6 +72,8 @@ def ds_config(request: LaunchRequest) -> dict[str, Any]:
     nvme = "nvme" in (c.offload_optimizer, c.offload_param)
     if c.offload_optimizer != "none":
         opt: dict[str, Any] = {"device": c.offload_optimizer, "pin_memory": True, "buffer_count": 4}
+        if c.optimizer_offload_fraction < 1.0:  # ZeRO-Offload++: the rest updates on the GPU (ZeRO-3 only)
+            opt["ratio"] = c.optimizer_offload_fraction
         if c.offload_optimizer == "nvme":
             opt["nvme_path"] = request.nvme_path
         zero["offload_optimizer"] = opt

@@ -143,8 +143,15 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
     args += ["--micro-batch-size", str(c.micro_batch), "--global-batch-size", str(t.global_batch)]
     if c.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
+    elif c.recompute == "full" and c.recompute_layers is not None:
+        # The first N layers of each (virtual) pipeline stage recompute; the others keep their activations.
+        args += ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
+                 str(c.recompute_layers)]
     elif c.recompute == "full":
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    if c.activation_offload_layers:
+        # megatron-core TransformerConfig: cpu_offloading with num_layers < layers, pp = 1, no recomputation.
+        args += [_require("--cpu-offloading-num-layers", "activation offloading"), str(c.activation_offload_layers)]
     if c.zero_stage >= 1:
         args.append("--use-distributed-optimizer")
     if c.zero_stage >= 2:
@@ -162,6 +169,9 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
         # `--use-precision-aware-optimizer`".
         args += [_require("--optimizer-cpu-offload", "optimizer CPU offload"),
                  _require("--use-precision-aware-optimizer", "optimizer CPU offload")]
+        if c.optimizer_offload_fraction < 1.0:
+            args += [_require("--optimizer-offload-fraction", "a partial optimizer offload"),
+                     f"{c.optimizer_offload_fraction:g}"]
     elif c.offload_optimizer != "none" or c.offload_param != "none":
         raise SpecError("ParallelConfig.offload_optimizer", "Megatron offloads only the optimizer, and only to CPU",
                         "use offload_optimizer='cpu' or 'none' and offload_param='none'")
