@@ -72,6 +72,8 @@ def test_readme_example(argv: list[str], tmp_path: Path, monkeypatch: pytest.Mon
         assert "NO FEASIBLE" not in out
         if "--json" in argv:
             json.loads(out)
+        elif "--versus" in argv:
+            assert "best configuration per cluster" in out and "nvlink" in out
         elif ":" in argv[len(argv) - argv[::-1].index("--nodes")]:  # the last --nodes wins
             assert "best configuration per cluster size" in out and "GPU-hours" in out
         else:
