@@ -45,7 +45,11 @@ class RequestIdFilter(logging.Filter):
     """Sets ``record.request_id`` to the current request's id, or None outside a request."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = REQUEST_ID.get()
+        rid = REQUEST_ID.get()
+        if rid is None and record.exc_info and record.exc_info[1] is not None:
+            # an unhandled error, logged by the server after the request's context ended
+            rid = getattr(record.exc_info[1], "autopar_request_id", None)
+        record.request_id = rid
         return True
 
 

@@ -15,9 +15,8 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from service._settings import Settings
-from service.api import _errors
+from service.api import _errors, _request_id
 from service.api._body_limit import BodyLimit
-from service.api._request_id import RequestId
 from service.api._state import AppState
 from service.store import Database
 
@@ -107,5 +106,5 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
                        timeout_s=settings.body_timeout_s)
     _document_app_wide_answers(app)
     _routes_health.install(app)  # request metrics, outside the body limit: the 413s above count too
-    app.add_middleware(RequestId)  # outermost: every log line of a request, metrics' included, has its id
+    _request_id.install(app)  # outermost: every log line of a request has its id, a 500 included
     return app

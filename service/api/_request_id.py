@@ -8,9 +8,11 @@ anything else could forge log lines or fill them, and is replaced by a new id.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 
+from fastapi import FastAPI
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -52,5 +54,20 @@ class RequestId:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception as exc:  # the server logs it after this context ends: the record finds the id here
+            with contextlib.suppress(AttributeError):
+                exc.autopar_request_id = rid  # type: ignore[attr-defined]
+            raise
         finally:
             REQUEST_ID.reset(token)
+
+
+def install(app: FastAPI) -> None:
+    """Make :class:`RequestId` the outermost layer, outside Starlette's ServerErrorMiddleware, so that
+    the 500 of an unhandled error carries the id too (``add_middleware`` would place it inside)."""
+    build = app.build_middleware_stack
+
+    def build_with_id() -> ASGIApp:
+        return RequestId(build())
+
+    app.build_middleware_stack = build_with_id  # type: ignore[method-assign]

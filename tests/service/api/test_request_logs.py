@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import re
 import socket
@@ -15,6 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from service._logging import service_logging
@@ -60,8 +62,6 @@ def test_every_log_line_of_a_request_carries_its_id() -> None:
 
 
 def test_log_lines_outside_requests_have_no_id_and_text_names_the_id() -> None:
-    import logging
-
     out = io.StringIO()
     with service_logging("warning", "text", stream=out):
         logging.getLogger("autopar.test").info("below the level: not written")
@@ -103,3 +103,25 @@ def test_serve_writes_json_lines_with_the_request_id_on_uvicorns_access_lines(tm
     assert {line["logger"] for line in access} == {"uvicorn.access"}, out
     (line,) = [line for line in access if line.get("request_id") == "trace-7"]
     assert (line["method"], line["path"], line["status"]) == ("GET", "/v1/presets/models", 200)
+
+
+def test_an_unhandled_error_keeps_its_request_id_on_the_500_and_in_the_servers_log(app_db: Database,
+                                                                                    settings: Settings) -> None:
+    """The 500 of an unhandled error carries the id, and the traceback the server logs after the request's
+    context ended (uvicorn's 'Exception in ASGI application', reproduced here) finds it on the exception."""
+    app = create_app(settings, db=app_db, migrate=False)
+
+    @app.get("/test/boom")
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    with TestClient(app, raise_server_exceptions=False) as c:
+        answer = c.get("/test/boom", headers={"X-Request-ID": "boom-1"})
+    assert answer.status_code == 500 and answer.headers["X-Request-ID"] == "boom-1"
+    out = io.StringIO()
+    with TestClient(app) as c, service_logging("info", "json", stream=out), pytest.raises(RuntimeError) as err:
+        c.get("/test/boom", headers={"X-Request-ID": "boom-2"})
+    with service_logging("info", "json", stream=out):
+        logging.getLogger("uvicorn.error").error("Exception in ASGI application", exc_info=err.value)
+    (line,) = [line for line in json_lines(out.getvalue()) if line["logger"] == "uvicorn.error"]
+    assert line["request_id"] == "boom-2" and "RuntimeError: boom" in str(line["exception"])
