@@ -7,6 +7,7 @@ from search._calibration import Calibration, default_calibration
 from search._cluster_presets import CLUSTER_PRESETS, cluster_preset, gpu_preset, node_preset
 from search._cluster_spec import ClusterSpec, GPUSpec, NodeSpec
 from search._errors import AutoparError, SpecError, UnknownPresetError
+from search._fabric import Fabric, FabricTier
 from search._hf_config import HF_ARCHITECTURES, model_from_hf_config
 from search._model_presets import MODEL_PRESET_PARAMS, MODEL_PRESETS, model_preset
 from search._model_spec import LAUNCH_ONLY_FIELDS, ModelSpec
@@ -40,6 +41,8 @@ __all__ = [
     "Calibration",
     "Candidate",
     "ClusterSpec",
+    "Fabric",
+    "FabricTier",
     "Fingerprint",
     "GPUSpec",
     "GemmSample",
