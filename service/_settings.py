@@ -32,7 +32,7 @@ class Settings(BaseSettings):
     Keyword arguments win over the environment; an empty variable counts as unset."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True, extra="ignore",
-                                      case_sensitive=False)
+                                      case_sensitive=False, str_strip_whitespace=True)
 
     database_url: str = Field(default="", description="the database: postgresql+psycopg://USER@HOST:5432/DB or "
                               "sqlite:///PATH (default: the SQLite file autopar.db in AUTOPAR_DATA_DIR)")
