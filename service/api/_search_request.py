@@ -28,6 +28,7 @@ from search import (
     enumerate_space,
     staleness,
 )
+from search._fabric import NON_BLOCKING, fabric_dict, fabric_from_dict
 from search._predict import check_precision
 from service._calibrations import Chosen, choose
 from service._calibrations import from_stored as stored_calibration
@@ -52,7 +53,8 @@ def _plain(value: Any) -> Any:
 
 
 def _cluster_fields(c: ClusterSpec) -> dict[str, Any]:
-    return {"gpu": init_fields(c.gpu), "node": init_fields(c.node), "num_nodes": c.num_nodes, "name": c.name}
+    return {"gpu": init_fields(c.gpu), "node": init_fields(c.node), "num_nodes": c.num_nodes, "name": c.name,
+            "fabric": fabric_dict(c.fabric)}
 
 
 def request_field(err: SpecError) -> SpecError:
@@ -195,8 +197,10 @@ def from_stored(doc: dict[str, Any], db: Database) -> ResolvedSearch:
     """Rebuild the specs of a stored request (``ResolvedSearch.stored``), profile applied."""
     body = SearchIn.model_validate(doc["body"])
     c = doc["cluster"]
+    # Searches stored before the fabric was (issue 15) ran on one non-blocking tier.
+    fabric = fabric_from_dict(c["fabric"], "cluster.fabric") if "fabric" in c else NON_BLOCKING
     base = ClusterSpec(gpu=GPUSpec(**c["gpu"]), node=NodeSpec(**c["node"]), num_nodes=int(c["num_nodes"]),
-                       name=str(c["name"]))
+                       name=str(c["name"]), fabric=fabric)
     cluster: ClusterSpec = base
     notes: tuple[str, ...] = ()
     if doc.get("profile_id"):

@@ -74,3 +74,25 @@ def test_presets_show_their_fabric_and_it_posts_back(client: TestClient, auth: d
     custom = _predict(client, auth, {"gpu": h100["gpu"], "node": h100["node"], "nodes": 8, "fabric": h100["fabric"]})
     assert custom == _predict(client, auth, {"preset": "dgx-h100", "nodes": 8})
     assert cluster_preset("dgx-h100").node.nvls and h100["node"]["nvls"]
+
+
+def test_a_search_keeps_its_fabric_and_another_fabric_is_another_search(client: TestClient, app_db: Any,
+                                                                         auth: dict[str, str]) -> None:
+    """The stored request carries the fabric (the worker rebuilds the cluster from it) and the request's
+    hash counts it: the same question at 2:1 is not answered by the non-blocking one."""
+    from service.api._search_request import from_stored
+    from service.store import Search
+
+    base = {"model": {"preset": "llama2-7b"}, "training": {"global_batch": 64}, "top": 3,
+            "budget": {"n_trials": 20}}
+    flat = client.post("/v1/searches", headers=auth, json={**base, "cluster": {"preset": "dgx-h100", "nodes": 8}})
+    blocking = client.post("/v1/searches", headers=auth,
+                           json={**base, "cluster": {"preset": "dgx-h100", "nodes": 8, "fabric": fabric(2.0)}})
+    assert flat.status_code == blocking.status_code == 202, blocking.text
+    assert flat.json()["id"] != blocking.json()["id"]
+    with app_db.session() as s:
+        row = s.get(Search, blocking.json()["id"])
+        stored = from_stored(row.request, app_db)
+    assert stored.cluster.fabric.tiers[1].oversubscription == 2.0 and stored.cluster.fabric.tiers[0].nodes == 4
+    legacy = {**row.request, "cluster": {k: v for k, v in row.request["cluster"].items() if k != "fabric"}}
+    assert len(from_stored(legacy, app_db).cluster.fabric.tiers) == 1  # stored before fabrics: non-blocking
