@@ -3,7 +3,8 @@
 ``/healthz`` says the process answers (no database: a slow database must not get a healthy
 process restarted); ``/readyz`` says the database answers, reads as sound (SQLite's quick_check,
 at most once a minute) and its schema is the one this code expects, so traffic waits while a
-migration runs and a damaged file is reported with what to do; ``/metrics`` is the Prometheus text format.
+migration runs and a damaged file is reported with what to do; ``/metrics`` is the Prometheus text format
+(service.api._metrics says what it counts).
 None of them needs a token: probes and scrapers carry none, and they reveal no stored data.
 """
 
@@ -103,7 +104,8 @@ def _not_ready(msg: str, fix: str) -> JSONResponse:
     return JSONResponse(error_body([detail(URL_ENV, msg, fix, "not_ready")]), status_code=503)
 
 
-@router.get("/metrics", summary="Prometheus metrics: requests, latency, searches by status, build.",
+@router.get("/metrics", summary="Prometheus metrics: requests, latency, searches by status, finished searches' "
+                                "run time and queue wait by outcome, build.",
             response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
 def metrics(state: State) -> Response:
     registry: Metrics = state.extras[EXTRAS_KEY]
