@@ -1,0 +1,138 @@
+"""A parsed log as the body ``POST /v1/runs`` stores: the log's own figures, and what it does not
+print (the cluster; the model when its shape is not in the log) from the caller.
+
+The log wins where both speak and they agree; where they disagree (a ``--model`` preset with
+other layers than the log's, a cluster of other size than the log's world) the import is refused,
+naming the file, so a run is never stored under a configuration that did not run.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any
+
+from search import SpecError, cluster_preset
+from service.logs._record import LogParseError, ParsedLog
+
+FRAMEWORK = {"megatron": "megatron", "megatron-deepspeed": "megatron-deepspeed", "deepspeed": "deepspeed",
+             "torchtitan": "fsdp"}
+"""autopar's runtime for each log format (torchtitan trains with FSDP2)."""
+_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
+_MAX_NOTES = 2000
+
+
+def _gpus_per_node(cluster: dict[str, Any]) -> int | None:
+    if isinstance(cluster.get("preset"), str):
+        return cluster_preset(cluster["preset"], 1).node.gpus_per_node
+    node = cluster.get("node")
+    return node.get("gpus_per_node") if isinstance(node, dict) else None
+
+
+def _cluster(log: ParsedLog, cluster: dict[str, Any]) -> dict[str, Any]:
+    """``cluster`` with ``nodes`` from the log's world size when not given; a disagreement raises."""
+    per_node = _gpus_per_node(cluster)
+    world = log.world_size
+    if world is None or not isinstance(per_node, int) or per_node < 1:
+        return {"nodes": 1, **cluster}
+    if "nodes" not in cluster:
+        if world % per_node:
+            raise LogParseError(log.name, None, f"the run used {world} GPUs, not a whole number of the cluster's "
+                                f"{per_node}-GPU nodes", "give a cluster whose node holds the GPUs each node of the "
+                                "run used (a custom node with that gpus_per_node)")
+        return {**cluster, "nodes": max(1, world // per_node)}
+    nodes = cluster["nodes"]
+    if isinstance(nodes, int) and nodes * per_node != world:
+        raise LogParseError(log.name, None, f"the run used {world} GPUs, the cluster has {nodes} node(s) of "
+                            f"{per_node} GPUs", f"give nodes={world // per_node} (or leave nodes out: the log's "
+                            "world size gives it)" if world % per_node == 0 else "give the cluster the run used")
+    return cluster
+
+
+def _derived_model(log: ParsedLog) -> dict[str, Any]:
+    """The model the log describes: its printed shape, else a preset its name matches."""
+    from search._model_presets import MODEL_PRESETS
+
+    if log.experts is None and all(getattr(log, f) is not None for f in (*_SHAPE_FIELDS, "seq_len")):
+        shape: dict[str, Any] = {"name": f"custom-{log.layers}x{log.hidden}", "seq_len": log.seq_len}
+        for key in (*_SHAPE_FIELDS, "activation", "norm", "position_embedding", "bias", "tied_embeddings",
+                    "dropout", "head_dim"):
+            if getattr(log, key) is not None:
+                shape[key] = getattr(log, key)
+        return {"shape": shape}
+    if log.model_name is not None:
+        family, _, flavor = log.model_name.partition(" ")
+        preset = f"{family}-{flavor}".lower()
+        if preset in MODEL_PRESETS:
+            return {"preset": preset, **({"seq_len": log.seq_len} if log.seq_len else {})}
+    what = "a mixture of experts (its expert shape is not in the log)" if log.experts else "no complete model shape"
+    raise LogParseError(log.name, None, f"the log prints {what}", "give the model: --model PRESET|FILE.json "
+                        "(API: the model field), as POST /v1/runs takes it")
+
+
+def _given_model(log: ParsedLog, model: dict[str, Any]) -> dict[str, Any]:
+    """``model`` with the log's sequence length; refused when its shape disagrees with the log's."""
+    from pydantic import ValidationError
+
+    from service.api._schemas import ModelIn
+    from service.api._specs import model_spec
+
+    if log.seq_len is not None:
+        if isinstance(model.get("shape"), dict):
+            model = {**model, "shape": {**model["shape"], "seq_len": log.seq_len}}
+        else:
+            model = {**model, "seq_len": log.seq_len}
+    try:
+        spec = model_spec(ModelIn.model_validate(model))
+    except ValidationError as exc:
+        raise SpecError("model", f"not a model of POST /v1/runs ({exc.errors()[0]['msg']})",
+                        "give a preset name, a ModelSpec JSON file or a model object") from None
+    differ = [f"{key} {getattr(log, key)} (the model has {getattr(spec, key)})" for key in _SHAPE_FIELDS
+              if getattr(log, key) is not None and getattr(log, key) != getattr(spec, key)
+              and key != "vocab"]  # Megatron pads the vocabulary to a multiple of 128 x tp
+    if differ:
+        raise LogParseError(log.name, None, f"the log's model is not {spec.name}: it has " + ", ".join(differ),
+                            "give the model that ran (or leave the model out when the log prints its shape)")
+    return model
+
+
+def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any] | None = None,
+                notes: str | None = None) -> dict[str, Any]:
+    """The ``POST /v1/runs`` body of a parsed log.
+
+    ``cluster`` is a request cluster (``{"preset": "dgx-h100"}`` or ``{"gpu": {...}, "node": {...}}``,
+    optionally ``nodes`` and ``profile_id``); ``nodes`` defaults to the log's world size over the node's
+    GPUs. ``model`` is a request model; without it the log's printed shape (Megatron) or its model's
+    preset (torchtitan's ``llama3 8B``) is used. Raises :class:`LogParseError` naming the file when the
+    log lacks what a run needs or disagrees with what was given."""
+    if log.global_batch is None:
+        raise LogParseError(log.name, None, "the log does not print the global batch size",
+                            "give the whole log from the start of the run")
+    if log.precision == "fp32":
+        raise LogParseError(log.name, None, "the run trained in fp32, which autopar's cost model does not cover",
+                            "import runs in bf16, fp16, fp8, mxfp8 or nvfp4")
+    config: dict[str, Any] = {}
+    for key in ("dp", "tp", "pp", "vp", "cp", "sp", "ep", "etp", "micro_batch", "zero_stage", "recompute",
+                "offload_optimizer", "offload_param"):
+        if getattr(log, key) is not None:
+            config[key] = getattr(log, key)
+    said = [f"imported from {PurePath(log.name).name} ({log.format} log)", *log.notes]
+    if log.recompute is None:
+        config["recompute"] = "none"
+        said.append("activation recomputation not printed: none assumed")
+    if log.oom:
+        said.append(f"CUDA out of memory at line {log.oom_line}")
+    text = "; ".join([*([notes] if notes else []), *said])
+    body: dict[str, Any] = {
+        "model": _given_model(log, model) if model is not None else _derived_model(log),
+        "cluster": _cluster(log, cluster),
+        "training": {"global_batch": log.global_batch, **({"precision": log.precision} if log.precision else {})},
+        "framework": FRAMEWORK[log.format],
+        "config": config,
+        "oom": log.oom,
+        "notes": text if len(text) <= _MAX_NOTES else text[:_MAX_NOTES - 3] + "...",
+    }
+    if not log.oom:
+        body["iteration_time_s"] = log.iteration_time_s
+    if log.peak_memory_bytes is not None:
+        body["peak_memory_bytes"] = log.peak_memory_bytes
+    return body
