@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
         _routes_runs,
         _routes_searches,
         _routes_ui,
+        _routes_whatif,
     )
 
     settings = settings or Settings.from_env()
@@ -100,7 +101,7 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
     app.state.autopar = AppState(settings=settings, db=db)
     _errors.install(app)
     for module in (_routes_health, _routes_presets, _routes_profiles, _routes_predict, _routes_searches,
-                   _routes_runs, _routes_calibrations, _routes_docs, _routes_ui):
+                   _routes_runs, _routes_calibrations, _routes_docs, _routes_ui, _routes_whatif):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,  # type: ignore[arg-type]
                        timeout_s=settings.body_timeout_s)
