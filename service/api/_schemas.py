@@ -260,6 +260,14 @@ class ConfigIn(_In):
                                  "(--use-tp-pp-dp-mapping).")
     tiles: int = Field(default=1, ge=1, le=256, description="Memory-centric tiling: each linear split into this "
                        "many tiles (DeepSpeed ZeRO-3 with deepspeed.zero.TiledLinear in the model code); 1 means off.")
+    optimizer_offload_fraction: float = Field(default=1.0, gt=0.0, le=1.0, description="Share of the optimizer "
+                                              "states on the host when offload_optimizer is cpu (Megatron "
+                                              "--optimizer-offload-fraction; DeepSpeed ZeRO-3 ratio).")
+    recompute_layers: int | None = Field(default=None, ge=1, le=100_000, description="With recompute full: layers "
+                                         "recomputed per (virtual) pipeline stage (Megatron --recompute-method block); "
+                                         "null for every layer.")
+    activation_offload_layers: int = Field(default=0, ge=0, le=100_000, description="Layers whose activations go to "
+                                           "host memory (Megatron --cpu-offloading-num-layers; pp 1, no recompute).")
 
 
 class RecipeIn(BaseModel):

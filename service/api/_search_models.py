@@ -162,6 +162,13 @@ class ParallelConfigOut(_Out):
                                  "innermost first.")
     tiles: int = Field(default=1, description="Memory-centric tiling: each linear split into this many tiles "
                        "(DeepSpeed ZeRO-3 with deepspeed.zero.TiledLinear in the model code); 1 means off.")
+    optimizer_offload_fraction: float = Field(default=1.0, description="Share of the optimizer states on the host "
+                                              "when offload_optimizer is cpu (Megatron --optimizer-offload-fraction, "
+                                              "DeepSpeed ZeRO-3 offload_optimizer.ratio).")
+    recompute_layers: int | None = Field(default=None, description="With full recomputation: layers recomputed per "
+                                         "(virtual) pipeline stage (Megatron --recompute-method block); null for all.")
+    activation_offload_layers: int = Field(default=0, description="Layers whose activations go to host memory "
+                                           "(Megatron --cpu-offloading-num-layers); 0 for none.")
 
 
 class PredictionOut(_Out):

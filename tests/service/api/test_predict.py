@@ -43,7 +43,9 @@ def test_prediction_is_search_predict_and_the_cli(client: TestClient, auth: dict
     assert out["prediction"]["feasible"] and out["prediction"]["iteration_time_s"] > 0
     assert out["config"] == {**BODY["config"], "dp": 4, "vp": 1, "cp": 1, "ep": 1, "etp": 1,
                              "offload_optimizer": "none", "offload_param": "none", "tp_comm_overlap": False,
-                             "stage_layers": None, "placement": "tp-cp-ep-dp-pp", "tiles": 1}
+                             "stage_layers": None, "placement": "tp-cp-ep-dp-pp", "tiles": 1,
+                             "optimizer_offload_fraction": 1.0, "recompute_layers": None,
+                             "activation_offload_layers": 0}
     assert (out["model"], out["cluster"], out["num_nodes"], out["world_size"]) == ("llama3-70b", "dgx-h100", 8, 64)
     assert out["profile_id"] is None and out["profile_notes"] == out["profile_warnings"] == []
     assert main(["predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--tp", "8", "--pp",
