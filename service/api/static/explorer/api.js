@@ -73,6 +73,7 @@ export const api = {
   configs: (id, signal) => request('GET', `/v1/searches/${encodeURIComponent(id)}/configs`, { signal }),
   start: (body, token) => request('POST', '/v1/searches', { body, token }),
   cancel: (id, token) => request('DELETE', `/v1/searches/${encodeURIComponent(id)}`, { token }),
+  whatif: (ids) => request('GET', `/v1/whatif?ids=${ids.map(encodeURIComponent).join(',')}`),
   launch: (id, rank, target, hosts) => {
     const q = new URLSearchParams({ target });
     if (hosts) q.set('hosts', hosts);

@@ -39,6 +39,7 @@ function fields(c) {
     ['Offload optimizer', cfg.offload_optimizer],
     ['Offload parameters', cfg.offload_param],
     ['Recompute', cfg.recompute],
+    ['Placement (innermost first)', cfg.placement ?? 'tp-cp-ep-dp-pp'],
     ['Pipeline stages', stages(c)],
   ];
 }

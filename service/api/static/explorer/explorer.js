@@ -11,6 +11,7 @@ import {
   ACTIVE, markRecent, renderPending, renderRecent, renderStatus, showStatusError,
 } from './status.js';
 import { RankedTable } from './table.js';
+import { WhatIfPanel } from './whatif.js';
 
 const $ = (id) => document.getElementById(id);
 const SEARCH_PATH = /^\/searches\/([A-Za-z0-9_-]{1,32})\/?$/;
@@ -31,6 +32,10 @@ const table = new RankedTable($('configs-table'), { onSelect: (rank) => select(r
 const launch = new LaunchPanel({
   form: $('launch-form'), target: $('launch-target'), hosts: $('launch-hosts'), body: $('launch-body'),
   sub: $('launch-sub'), announce,
+});
+const whatif = new WhatIfPanel({
+  form: $('whatif-form'), cluster: $('whatif-cluster'), ratio: $('whatif-ratio'), body: $('whatif-body'),
+  token: () => $('token').value.trim(), announce,
 });
 
 function announce(text) {
@@ -80,6 +85,7 @@ async function loadPresets() {
   try {
     const [models, clusters] = await Promise.all([api.modelPresets(), api.clusterPresets()]);
     form.setPresets(models.data, clusters.data);
+    whatif.setPresets(clusters.data);
   } catch (err) {
     showStatusError('Could not load the presets', err);
     return false;
@@ -221,6 +227,7 @@ async function loadConfigs(search) {
   const exact = answer.exhaustive ? 'exact ranking (exhaustive sweep)' : 'sampled ranking';
   $('table-sub').textContent = `${n} best by ${answer.objective}; ${exact}. Select a row for its breakdown and launch files.`;
   table.setConfigs(answer.configs, answer.objective);
+  whatif.show(search);
   fillCompare();
   const first = answer.configs[0].rank;
   const second = answer.configs[1]?.rank ?? first;
