@@ -286,3 +286,25 @@ class RunPage(BaseModel):
     count: int = Field(description="Runs matching the filters, over all pages.")
     limit: int
     offset: int
+
+
+# --- measured runs from training logs (POST /v1/runs:import) ------------------------------------
+
+class ImportedLog(BaseModel):
+    """One training log stored as a measured run."""
+
+    file: str = Field(description="The log's file name (a text/plain body's `name`).")
+    format: str = Field(description="megatron, megatron-deepspeed, deepspeed or torchtitan (as detected or given).")
+    iterations: int = Field(description="Iteration lines in the log.")
+    steady_iterations: int = Field(description="Lines the iteration time is the median of: the first max(2, 10%) "
+                                   "are warm-up, and lines with skipped or NaN iterations are left out.")
+    memory_kind: str | None = Field(description="What the peak memory counts: max allocated (Megatron, DeepSpeed) "
+                                    "or max reserved (torchtitan); null when the log prints none.")
+    run: RunOut
+
+
+class RunImportOut(BaseModel):
+    """The runs stored from the logs of one import, in the order the logs were sent."""
+
+    data: list[ImportedLog]
+    count: int

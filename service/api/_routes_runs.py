@@ -8,13 +8,18 @@ version serves the GET; a later cost model is judged by predicting the stored re
 from __future__ import annotations
 
 import dataclasses
+import email.policy
+import hashlib
+import json
 import math
 import statistics
 import uuid
 from dataclasses import dataclass
+from email.parser import BytesParser
 from typing import Annotated, Any, cast, get_args
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
@@ -23,13 +28,14 @@ from search import SpecError
 from service._calibrations import drift, error_by_week
 from service.api._app import autopar_version
 from service.api._drift_models import AccuracyDriftOut
-from service.api._errors import ApiError
+from service.api._errors import ApiError, detail, error_body
 from service.api._idempotency import Answer, Idempotency
-from service.api._resource_models import RunIn, RunOut, RunPage, error_responses
+from service.api._resource_models import RunImportOut, RunIn, RunOut, RunPage, error_responses
 from service.api._routes_predict import evaluate
 from service.api._routes_profiles import as_utc
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
-from service.api._state import Reader, State, Writer
+from service.api._state import Reader, State, Writer, in_pool
+from service.logs import AUTO, FORMATS, LogParseError, ParsedLog, decode_log, parse_log, run_request
 from service.store import Database, Profile, Run, Search, SearchConfig, utc_now
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -134,6 +140,32 @@ def run_out(row: Run) -> dict[str, Any]:
     }
 
 
+def store_run(s: Session, body: RunIn, db: Database, tenant: str) -> Run:
+    """Predict the run ``body`` describes and add it, with the prediction, to session ``s``: the one
+    path every measured run is stored by (POST /v1/runs, POST /v1/runs:import, ``autopar runs import``).
+    Raises SpecError/ApiError (nothing added) when the body does not describe a run this autopar predicts."""
+    if body.iteration_time_s is None and not body.oom:
+        raise SpecError("iteration_time_s", "is required unless oom is true",
+                        "give the measured seconds per iteration, or oom=true for a run that ran out of memory")
+    spec = _spec(body, db)
+    cluster = _with_profile(spec.cluster, body.profile_id, db)
+    ev = evaluate(spec.model, cluster, spec.training, spec.framework, spec.config, db)
+    request = {
+        "model": spec.model.model_dump(mode="json", exclude_none=True),
+        "cluster": cluster.model_dump(mode="json", exclude_none=True),
+        "training": spec.training.model_dump(mode="json"), "framework": spec.framework,
+        "config": dataclasses.asdict(ev.config), "notes": body.notes,
+    }
+    row = Run(id=uuid.uuid4().hex, search_id=body.search_id, rank=body.rank, profile_id=cluster.profile_id,
+              request=request, iteration_time_s=body.iteration_time_s, peak_memory_bytes=body.peak_memory_bytes,
+              oom=body.oom, predicted_iteration_time_s=ev.prediction.iteration_time_s,
+              predicted_peak_memory_bytes=ev.prediction.peak_memory_bytes_per_gpu,
+              predicted_fits=ev.prediction.feasible, autopar_version=autopar_version(), created_at=utc_now(),
+              tenant=tenant)
+    s.add(row)
+    return row
+
+
 @router.post("", status_code=201, response_model=RunOut, responses=error_responses(401, 403, 404, 422),
              summary="Record a measured run and the prediction for it",
              description="Either `search_id` + `rank` (the search's request and that rank's configuration are used) "
@@ -146,25 +178,214 @@ def create_run(_: Writer, body: RunIn, state: State, idem: Idempotency) -> Respo
                         "give the measured seconds per iteration, or oom=true for a run that ran out of memory")
 
     def create(s: Session) -> Answer:
-        spec = _spec(body, state.db)
-        cluster = _with_profile(spec.cluster, body.profile_id, state.db)
-        ev = evaluate(spec.model, cluster, spec.training, spec.framework, spec.config, state.db)
-        request = {
-            "model": spec.model.model_dump(mode="json", exclude_none=True),
-            "cluster": cluster.model_dump(mode="json", exclude_none=True),
-            "training": spec.training.model_dump(mode="json"), "framework": spec.framework,
-            "config": dataclasses.asdict(ev.config), "notes": body.notes,
-        }
-        row = Run(id=uuid.uuid4().hex, search_id=body.search_id, rank=body.rank, profile_id=cluster.profile_id,
-                  request=request, iteration_time_s=body.iteration_time_s, peak_memory_bytes=body.peak_memory_bytes,
-                  oom=body.oom, predicted_iteration_time_s=ev.prediction.iteration_time_s,
-                  predicted_peak_memory_bytes=ev.prediction.peak_memory_bytes_per_gpu,
-                  predicted_fits=ev.prediction.feasible, autopar_version=autopar_version(), created_at=utc_now(),
-                  tenant=idem.tenant)
-        s.add(row)
+        row = store_run(s, body, state.db, idem.tenant)
         return Answer(201, RunOut.model_validate(run_out(row)).model_dump(mode="json"), f"/v1/runs/{row.id}")
 
     return idem.respond(state.db, body, create)
+
+
+# --- POST /v1/runs:import ------------------------------------------------------------------------
+
+LOG_FORMATS: tuple[str, ...] = (AUTO, *FORMATS)
+MAX_LOGS = 100
+"""Logs one import takes (each is predicted; the body limit bounds their bytes)."""
+_DEFAULTS = ("cluster", "nodes", "model", "format", "profile_id", "notes")
+"""What a log does not print, given as query parameters or as form fields beside the files."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogRun:
+    """A training log and the POST /v1/runs body of the run it describes."""
+
+    log: ParsedLog
+    body: RunIn
+
+
+def spec_object(text: str, field: str) -> dict[str, Any]:
+    """A model or cluster default: a preset name, or a JSON object as POST /v1/runs takes it."""
+    if not text.lstrip().startswith("{"):
+        return {"preset": text}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(field, f"is not valid JSON ({exc.msg} at column {exc.colno})",
+                        f"give a preset name or a JSON object as the {field} of POST /v1/runs") from None
+    if not isinstance(value, dict):
+        raise SpecError(field, "is not a JSON object", f"give a preset name or the {field} object of POST /v1/runs")
+    return value
+
+
+def log_run(data: bytes, name: str, *, format: str, cluster: dict[str, Any], model: dict[str, Any] | None,
+            notes: str | None = None, profile_id: str | None = None) -> LogRun:
+    """A log file's bytes as the run it describes; LogParseError (file and line) or SpecError (naming the
+    file) when it is not a complete log, or lacks what a run needs."""
+    log = parse_log(decode_log(data, name), name=name, format=format)
+    if profile_id is not None:
+        cluster = {**cluster, "profile_id": profile_id}
+    try:
+        body = RunIn.model_validate(run_request(log, cluster=cluster, model=model, notes=notes))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(part) for part in err["loc"])
+        raise SpecError(f"{name}: {where}", err["msg"], "give the model and cluster as POST /v1/runs takes them "
+                        "(GET /v1/presets lists the presets)") from None
+    return LogRun(log, body)
+
+
+def file_error(name: str, err: SpecError) -> dict[str, Any]:
+    """A 422 detail item naming the file (and line) of ``err``."""
+    if isinstance(err, LogParseError):
+        return detail(err.field, err.problem, err.fix, "invalid_log", [name, err.line] if err.line else [name])
+    return detail(f"{name}: {err.field}", err.problem, err.fix, "invalid_value", [name, err.field])
+
+
+def imported(row: Run, run: LogRun) -> dict[str, Any]:
+    return {"file": run.log.name, "format": run.log.format, "iterations": len(run.log.iterations),
+            "steady_iterations": run.log.steady_iterations, "memory_kind": run.log.memory_kind, "run": run_out(row)}
+
+
+class _Refused(Exception):
+    """Files whose runs the cost model refused (422 detail items): the import stores nothing."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        super().__init__(items)
+        self.items = items
+
+
+def _multipart(content_type: str, body: bytes) -> tuple[list[tuple[str, bytes]], dict[str, str]]:
+    """The files and the form fields of a multipart/form-data body (read with the standard library's
+    MIME parser: RFC 7578 parts are MIME parts)."""
+    message = BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body)
+    if not message.is_multipart():
+        raise SpecError("body", "is not a multipart/form-data body with a boundary",
+                        "send the logs as multipart/form-data files, or one log as text/plain")
+    files: list[tuple[str, bytes]] = []
+    fields: dict[str, str] = {}
+    for part in message.iter_parts():
+        field = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        filename = part.get_filename()
+        if filename is not None:
+            files.append((filename, data))
+        elif field in _DEFAULTS:
+            fields[str(field)] = data.decode("utf-8", errors="replace")
+        else:
+            raise SpecError(f"form.{field}", "is neither a file nor a known field",
+                            f"send logs as files and only the fields {', '.join(_DEFAULTS)}")
+    return files, fields
+
+
+async def _logs(request: Request, name: str) -> tuple[list[tuple[str, bytes]], dict[str, str]]:
+    content_type = request.headers.get("content-type", "")
+    body = await request.body()
+    if content_type.startswith("multipart/form-data"):
+        files, fields = _multipart(content_type, body)
+    elif content_type.startswith("text/plain") or not content_type:
+        files, fields = [(name, body)], {}
+    else:
+        raise SpecError("Content-Type", f"{content_type.split(';')[0]!r} is not a log upload",
+                        "send one log as text/plain, or logs as multipart/form-data files")
+    if not files:
+        raise SpecError("body", "holds no log file", "send one log as text/plain, or logs as multipart/form-data files")
+    if len(files) > MAX_LOGS:
+        raise SpecError("body", f"holds {len(files)} logs, more than {MAX_LOGS}", "import them in several requests")
+    return files, fields
+
+
+_IMPORT_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
+    "text/plain": {"schema": {"type": "string", "description": "One training log (its file name: `name`)."}},
+    "multipart/form-data": {"schema": {"type": "object", "properties": {
+        "files": {"type": "array", "items": {"type": "string", "format": "binary"},
+                  "description": "Training logs, one run each."},
+        **{field: {"type": "string", "description": "As the query parameter of that name."}
+           for field in _DEFAULTS}}, "required": ["files"]}}}}}
+ImportFormat = Annotated[str, Query(pattern="^(" + "|".join(LOG_FORMATS) + ")$",
+                                    description="The log format; auto detects it by signature lines.")]
+
+
+@router.post(":import", status_code=201, response_model=RunImportOut, responses=error_responses(401, 403, 404, 422),
+             openapi_extra=_IMPORT_BODY, summary="Import training logs as measured runs",
+             description="Each log (a text/plain body, or multipart/form-data files) is parsed -- Megatron-LM, "
+             "Megatron-DeepSpeed, DeepSpeed or torchtitan, detected by signature lines unless `format` says -- into "
+             "the run it describes: degrees, batch, ZeRO stage, recompute, precision and model shape where the log "
+             "prints them, the median iteration time over the steady-state iterations (the first max(2, 10%) "
+             "logged lines are warm-up), the peak memory, an OOM traceback as oom=true. `cluster` (a preset name "
+             "or a JSON cluster object) is required; `nodes` defaults to the log's world size; `model` (a preset or "
+             "a JSON model object) is needed when the log does not print the shape. Each run is predicted and "
+             "stored as POST /v1/runs does. A log that cannot be read is a 422 naming its file and line, and then "
+             "nothing of the request is stored.")
+async def import_runs(
+    request: Request,
+    _: Writer,
+    state: State,
+    idem: Idempotency,
+    cluster: Annotated[str | None, Query(min_length=1, max_length=20_000, description="A cluster preset, or the "
+                                         "cluster JSON object of POST /v1/runs (required here or as a form field).")
+                       ] = None,
+    nodes: Annotated[int | None, Query(ge=1, le=65_536, description="Default: the log's world size.")] = None,
+    model: Annotated[str | None, Query(min_length=1, max_length=200_000, description="A model preset, or the "
+                                       "model JSON object of POST /v1/runs; default: the shape the log prints.")
+                     ] = None,
+    format: ImportFormat = AUTO,
+    profile_id: Annotated[str | None, Query(min_length=1, max_length=32, description="The profile of the "
+                                            "machine the runs ran on.")] = None,
+    notes: Annotated[str | None, Query(max_length=500, description="Said before each run's notes.")] = None,
+    name: Annotated[str, Query(min_length=1, max_length=255, description="File name of a text/plain log.")] = "log",
+) -> Response:
+    files, form = await _logs(request, name)
+    given: dict[str, Any] = {"cluster": cluster, "nodes": nodes, "model": model,
+                             "format": format if format != AUTO else None, "profile_id": profile_id, "notes": notes}
+    for field, value in form.items():
+        if given[field] is not None:
+            raise SpecError(f"form.{field}", "is also a query parameter", "give it once")
+        given[field] = int(value) if field == "nodes" and value.isdigit() else value
+    if given["cluster"] is None:
+        raise SpecError("cluster", "is required: a log does not say which GPUs it ran on",
+                        "give a cluster preset (GET /v1/presets/clusters) or a cluster JSON object")
+    if given["format"] is not None and given["format"] not in LOG_FORMATS:
+        raise SpecError("form.format", f"{given['format']!r} is not a log format",
+                        f"use one of {', '.join(LOG_FORMATS)}")
+    if given["nodes"] is not None and (not isinstance(given["nodes"], int) or not 1 <= given["nodes"] <= 65_536):
+        raise SpecError("form.nodes", f"{given['nodes']!r} is not a node count", "give an integer from 1 to 65536")
+    cluster_in = spec_object(str(given["cluster"]), "cluster")
+    if given["nodes"] is not None:
+        cluster_in = {**cluster_in, "nodes": given["nodes"]}
+    model_in = spec_object(str(given["model"]), "model") if given["model"] is not None else None
+    payload = {**given, "logs": [[f, hashlib.sha256(d).hexdigest()] for f, d in files]}
+
+    def work() -> Response:
+        runs: list[LogRun] = []
+        errors: list[dict[str, Any]] = []
+        for file, data in files:
+            try:
+                runs.append(log_run(data, file, format=str(given["format"] or AUTO), cluster=cluster_in,
+                                    model=model_in, notes=given["notes"], profile_id=given["profile_id"]))
+            except SpecError as err:
+                errors.append(file_error(file, err))
+        if errors:
+            return JSONResponse(error_body(errors), status_code=422)
+
+        def create(s: Session) -> Answer:
+            rows: list[Run] = []
+            refused: list[dict[str, Any]] = []
+            for run in runs:
+                try:
+                    rows.append(store_run(s, run.body, state.db, idem.tenant))
+                except SpecError as err:
+                    refused.append(file_error(run.log.name, err))
+            if refused:
+                raise _Refused(refused)
+            data = [imported(row, run) for row, run in zip(rows, runs, strict=True)]
+            return Answer(201, RunImportOut.model_validate({"data": data, "count": len(data)}).model_dump(mode="json"))
+
+        try:
+            return idem.respond(state.db, payload, create)
+        except _Refused as refused:
+            return JSONResponse(error_body(refused.items), status_code=422)
+
+    return await in_pool(state, "write", work)
 
 
 def _model_name() -> ColumnElement[str]:
