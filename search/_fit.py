@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from search._calibration import Calibration
-from search._cluster_spec import ClusterSpec
+from search._cluster_spec import FRACTION, ClusterSpec
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec
 from search._predict import predict
@@ -51,13 +51,17 @@ MEMORY_BOUNDS: dict[str, tuple[float, float]] = {
     "memory_fragmentation": (1.0, 1.3),
 }
 """The memory constants ``benchmarks/fit_constants.py`` fits on measured peak memory."""
+GPU_RATE_BOUNDS = (0.5, 1.5)
+"""The cluster's GPU kernel rates relative to its spec's (:func:`scale_gpu_rates`): a per-cluster
+calibration fits this factor too, since none of the global constants scales GEMM throughput, and
+a cluster's kernels (its software versions, clocks, cooling) are what most often differ."""
 PRIOR_WEIGHT = 10.0
 """Points of MAPE that moving one constant across its whole bound costs (:func:`prior_penalty`)."""
 MIN_RUNS = 5
 """Timed runs a per-cluster calibration needs: 5 folds of at least one run each."""
 FOLDS = 5
 """Folds of the cross-validation (fewer when there are fewer runs)."""
-MAX_EVALUATIONS = 400
+MAX_EVALUATIONS = 150
 """Objective evaluations of one local fit (each predicts every run once)."""
 
 
@@ -198,6 +202,68 @@ def _pattern_search(f: Callable[[list[float]], float], start: list[float], max_e
     return x
 
 
+def scale_gpu_rates(cluster: ClusterSpec, scale: float) -> ClusterSpec:
+    """``cluster`` with its GPU's GEMM and attention rates times ``scale``: the matmul, attention and
+    fused-attention efficiencies (kept within their [0.01, 1] range) and a profile's measured GEMM
+    rates. 1 is the cluster as specified."""
+    if scale == 1.0:
+        return cluster
+    gpu = cluster.gpu
+
+    def fraction(x: float) -> float:
+        return min(FRACTION[1], max(FRACTION[0], x * scale))
+
+    fused = gpu.fused_attention_efficiency
+    return replace(cluster, gpu=replace(
+        gpu, matmul_efficiency=fraction(gpu.matmul_efficiency), attention_efficiency=fraction(gpu.attention_efficiency),
+        fused_attention_efficiency=None if fused is None else fraction(fused),
+        gemm_flop_per_s_by_size=tuple((f, r * scale) for f, r in gpu.gemm_flop_per_s_by_size)))
+
+
+def rescaled(runs: Sequence[MeasuredRun], scale: float) -> list[MeasuredRun]:
+    """``runs`` on their clusters scaled by :func:`scale_gpu_rates` (each cluster scaled once)."""
+    if scale == 1.0:
+        return list(runs)
+    clusters: dict[ClusterSpec, ClusterSpec] = {}
+    out = []
+    for run in runs:
+        if run.cluster not in clusters:
+            clusters[run.cluster] = scale_gpu_rates(run.cluster, scale)
+        out.append(replace(run, cluster=clusters[run.cluster]))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """A cluster's fitted constants and the factor on its GPU kernel rates."""
+
+    calibration: Calibration
+    gpu_rate_scale: float = 1.0
+
+
+def fit_cluster(runs: Sequence[MeasuredRun], prior: Calibration, *, prior_weight: float = PRIOR_WEIGHT,
+                max_evaluations: int = MAX_EVALUATIONS) -> Fitted:
+    """:func:`fit_time_constants` (local) and the cluster's GPU rate factor (:data:`GPU_RATE_BOUNDS`,
+    prior 1, penalised like a constant) together."""
+    if not runs:
+        raise ValueError("no run with a measured iteration time to fit the time constants on")
+    names = list(TIME_BOUNDS)
+    bounds = [TIME_BOUNDS[n] for n in names] + [GPU_RATE_BOUNDS]
+    widths = [hi - lo for lo, hi in bounds]
+
+    def fitted(u: Sequence[float]) -> Fitted:
+        x = [lo + v * w for v, (lo, _hi), w in zip(u, bounds, widths, strict=True)]
+        return Fitted(replace(prior, **dict(zip(names, x[:-1], strict=True))), x[-1])
+
+    def objective(u: Sequence[float]) -> float:
+        f = fitted(u)
+        penalty = prior_penalty(f.calibration, prior, names) + ((f.gpu_rate_scale - 1.0) / widths[-1]) ** 2
+        return time_objective(f.calibration, rescaled(runs, f.gpu_rate_scale)) + prior_weight * penalty
+
+    start = [(v - lo) / w for v, (lo, _hi), w in zip([*_clip(prior, names), 1.0], bounds, widths, strict=True)]
+    return fitted(_pattern_search(objective, start, max_evaluations))
+
+
 @dataclass(frozen=True, slots=True)
 class CrossValidation:
     """The k-fold cross-validated iteration-time error of a calibration, as fractions."""
@@ -218,8 +284,8 @@ def folds(n: int, k: int, seed: int = 0) -> list[list[int]]:
 
 def cross_validate(runs: Sequence[MeasuredRun], prior: Calibration, k: int = FOLDS, *, seed: int = 0,
                    prior_weight: float = PRIOR_WEIGHT, max_evaluations: int = MAX_EVALUATIONS) -> CrossValidation:
-    """k-fold cross-validated MAPE of :func:`fit_time_constants` (local) on ``runs`` (``k`` is
-    capped at the number of runs)."""
+    """k-fold cross-validated MAPE of :func:`fit_cluster` on ``runs`` (``k`` is capped at the number
+    of runs)."""
     if len(runs) < 2:
         raise ValueError(f"cross-validation needs at least 2 runs, got {len(runs)}")
     k = max(2, min(k, len(runs)))
@@ -227,8 +293,8 @@ def cross_validate(runs: Sequence[MeasuredRun], prior: Calibration, k: int = FOL
     for fold in folds(len(runs), k, seed):
         inside = set(fold)
         train = [r for i, r in enumerate(runs) if i not in inside]
-        cal = fit_time_constants(train, prior, prior_weight=prior_weight, max_evaluations=max_evaluations)
-        held_out += [time_ape(runs[i], cal) for i in fold]
+        f = fit_cluster(train, prior, prior_weight=prior_weight, max_evaluations=max_evaluations)
+        held_out += [time_ape(r, f.calibration) for r in rescaled([runs[i] for i in fold], f.gpu_rate_scale)]
     return CrossValidation(k, time_mape(runs, prior), statistics.fmean(held_out))
 
 
@@ -237,6 +303,8 @@ class ClusterFit:
     """A per-cluster calibration: the constants fitted on every run, and their cross-validated error."""
 
     calibration: Calibration
+    gpu_rate_scale: float
+    """The cluster's GPU kernel rates relative to its spec's (:func:`scale_gpu_rates`)."""
     cross_validation: CrossValidation
     in_sample_mape: float
     """MAPE of :attr:`calibration` on the runs it was fitted on (optimistic; the CV figure is not)."""
@@ -254,7 +322,11 @@ def calibrate(runs: Sequence[MeasuredRun], prior: Calibration, k: int = FOLDS, *
         raise ValueError(f"a calibration needs at least {MIN_RUNS} timed runs, got {len(runs)}")
     start = time.perf_counter()
     cv = cross_validate(runs, prior, k, seed=seed, prior_weight=prior_weight, max_evaluations=max_evaluations)
-    cal = fit_time_constants(runs, prior, prior_weight=prior_weight, max_evaluations=max_evaluations)
+    f = fit_cluster(runs, prior, prior_weight=prior_weight, max_evaluations=max_evaluations)
+    cal = f.calibration
     moved = {n: (getattr(prior, n), getattr(cal, n)) for n, (lo, hi) in TIME_BOUNDS.items()
              if abs(getattr(cal, n) - getattr(prior, n)) > 1e-3 * (hi - lo)}
-    return ClusterFit(cal, cv, time_mape(runs, cal), moved, time.perf_counter() - start)
+    if abs(f.gpu_rate_scale - 1.0) > 1e-3:
+        moved["gpu_rate_scale"] = (1.0, f.gpu_rate_scale)
+    return ClusterFit(cal, f.gpu_rate_scale, cv, time_mape(rescaled(runs, f.gpu_rate_scale), cal), moved,
+                      time.perf_counter() - start)

@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from search import Calibration, ParallelConfig, SpecError, TrainingSpec, default_calibration
+from search import Calibration, ClusterSpec, ParallelConfig, SpecError, TrainingSpec, default_calibration
 from search._calibration import calibration_fingerprint, calibration_from_dict
-from search._fit import FOLDS, MIN_RUNS, PRIOR_WEIGHT, MeasuredRun, calibrate
+from search._fit import FOLDS, MIN_RUNS, PRIOR_WEIGHT, MeasuredRun, calibrate, rescaled, scale_gpu_rates
 from service.api._schemas import ClusterIn, ModelIn
 from service.api._specs import cluster_spec, model_spec
 from service.store import ClusterCalibration, Database, Run, utc_now
@@ -136,6 +136,7 @@ def fit(db: Database, *, cluster: str | None, profile_id: str | None, run_filter
         k=result.cross_validation.k, cv_mape_before=result.cross_validation.mape_before,
         cv_mape_after=result.cross_validation.mape_after,
         details={"moved": {n: {"prior": p, "fitted": f} for n, (p, f) in result.moved.items()},
+                 "gpu_rate_scale": result.gpu_rate_scale,
                  "in_sample_mape": result.in_sample_mape, "prior_weight": PRIOR_WEIGHT, "seed": seed,
                  "from_runs": run_filter_text(run_filter), "skipped": skipped[:20], "fit_s": result.seconds},
         fingerprint=calibration_fingerprint(result.calibration, run_ids), autopar_version=autopar_version,
@@ -157,6 +158,7 @@ def calibration_out(row: ClusterCalibration) -> dict[str, Any]:
     """A stored calibration as JSON-ready data (``CalibrationOut``)."""
     d = row.details or {}
     return {"id": row.id, "cluster": row.cluster_name, "profile_id": row.profile_id, "constants": row.constants,
+            "gpu_rate_scale": d.get("gpu_rate_scale", 1.0),
             "moved": d.get("moved", {}), "run_ids": list(row.run_ids), "n_runs": row.n_runs, "k": row.k,
             "cv_mape_before": row.cv_mape_before, "cv_mape_after": row.cv_mape_after,
             "in_sample_mape": d.get("in_sample_mape"), "prior_weight": d.get("prior_weight"),
@@ -177,10 +179,16 @@ class Chosen:
     n_runs: int | None = None
     defaulted: bool = False
     """Chosen as the cluster's latest, not named by the request."""
+    gpu_rate_scale: float = 1.0
+    """The cluster's GPU kernel rates relative to its spec's (``search._fit.scale_gpu_rates``)."""
+
+    def apply(self, cluster: ClusterSpec) -> ClusterSpec:
+        """``cluster`` at this calibration's GPU kernel rates (a prediction or search runs on this)."""
+        return scale_gpu_rates(cluster, self.gpu_rate_scale)
 
     def out(self) -> dict[str, Any]:
         return {"id": self.id, "cv_mape": self.cv_mape, "cluster": self.cluster, "n_runs": self.n_runs,
-                "defaulted": self.defaulted}
+                "defaulted": self.defaulted, "gpu_rate_scale": self.gpu_rate_scale}
 
     def note(self) -> str:
         if self.id == PUBLISHED:
@@ -191,8 +199,8 @@ class Chosen:
                 f"cross-validated time MAPE {100 * (self.cv_mape or 0.0):.1f} %)")
 
     def fingerprint(self) -> str:
-        """SHA-256 of the constants: what a search's de-duplication key holds."""
-        return calibration_fingerprint(self.calibration)
+        """SHA-256 of the constants and the GPU rate factor: what a search's de-duplication key holds."""
+        return calibration_fingerprint(self.calibration, [f"gpu_rate_scale={self.gpu_rate_scale!r}"])
 
     def stored(self) -> dict[str, Any]:
         """What a stored search keeps: enough to rebuild the constants exactly."""
@@ -222,7 +230,7 @@ def choose(db: Database, *, calibration_id: str | None, cluster: str | None, pro
 
 def from_row(row: ClusterCalibration, *, defaulted: bool = False) -> Chosen:
     return Chosen(calibration_from_dict(row.constants), row.id, row.cv_mape_after, row.cluster_name, row.n_runs,
-                  defaulted)
+                  defaulted, float((row.details or {}).get("gpu_rate_scale", 1.0)))
 
 
 def from_stored(doc: dict[str, Any] | None) -> Chosen:
@@ -230,7 +238,7 @@ def from_stored(doc: dict[str, Any] | None) -> Chosen:
     if not doc or doc.get("id") in (None, PUBLISHED):
         return Chosen(default_calibration(), PUBLISHED, None)
     return Chosen(calibration_from_dict(doc["constants"]), str(doc["id"]), doc.get("cv_mape"), doc.get("cluster"),
-                  doc.get("n_runs"), bool(doc.get("defaulted")))
+                  doc.get("n_runs"), bool(doc.get("defaulted")), float(doc.get("gpu_rate_scale", 1.0)))
 
 
 DRIFT_WINDOW = 20
@@ -270,7 +278,7 @@ def drift(db: Database, *, cluster: str, window: int = DRIFT_WINDOW) -> dict[str
             m = measured_run(r, db)
         except ValueError:
             continue
-        errors.append(predicted_ratio(m, chosen.calibration) - 1.0)
+        errors.append(predicted_ratio(rescaled([m], chosen.gpu_rate_scale)[0], chosen.calibration) - 1.0)
     threshold = drift_threshold(row.cv_mape_after)
     out.update(calibration_id=row.id, calibration_cv_mape=row.cv_mape_after, runs=len(errors), threshold=threshold)
     if len(errors) < DRIFT_MIN_RUNS:

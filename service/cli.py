@@ -180,7 +180,7 @@ def _predict(args: argparse.Namespace) -> int:
     config = parallel_config(args, cluster.world_size)
     training = TrainingSpec(global_batch=args.global_batch, precision=args.precision, framework=args.framework)
     chosen = cli_calibration(args.calibration, cluster.name)
-    prediction = predict(model, cluster, config, training, chosen.calibration)
+    prediction = predict(model, chosen.apply(cluster), config, training, chosen.calibration)
     if notes:
         prediction = dataclasses.replace(prediction, warnings=prediction.warnings + notes)
     if args.json:

@@ -37,7 +37,10 @@ class CalibrationOut(BaseModel):
     cluster: str | None
     profile_id: str | None
     constants: dict[str, float] = Field(description="Every constant of the cost model (search.Calibration).")
-    moved: dict[str, MovedOut] = Field(description="The constants the runs moved away from the published fit.")
+    gpu_rate_scale: float = Field(description="The cluster's GPU kernel rates (matmul and attention efficiencies, "
+                                  "measured GEMM rates) relative to its spec's; fitted with the constants.")
+    moved: dict[str, MovedOut] = Field(description="The constants the runs moved away from the published fit "
+                                       "(and gpu_rate_scale away from 1).")
     run_ids: list[str]
     n_runs: int
     k: int = Field(description="Folds of the cross-validation.")
@@ -73,4 +76,5 @@ class CalibrationUsedOut(BaseModel):
     n_runs: int | None = None
     defaulted: bool = Field(default=False, description="True when the request named none and the cluster's (or "
                             "profile's) latest was taken.")
+    gpu_rate_scale: float = Field(default=1.0, description="The cluster's GPU kernel rates relative to its spec's.")
 

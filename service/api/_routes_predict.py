@@ -26,6 +26,7 @@ from search import (
     predict,
     staleness,
 )
+from search._fit import scale_gpu_rates
 from service._calibrations import choose, cluster_name
 from service.api._resource_models import PredictIn, PredictOut, error_responses
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
@@ -76,12 +77,14 @@ def _finite(value: object) -> bool:
 
 
 def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework: Runtime, config: ConfigIn,
-             db: Database, calibration: Calibration | None = None) -> Evaluated:
-    """Resolve and predict with ``calibration`` (default: the published constants); every invalid
-    combination raises SpecError (-> 422 naming the request field)."""
+             db: Database, calibration: Calibration | None = None, gpu_rate_scale: float = 1.0) -> Evaluated:
+    """Resolve and predict with ``calibration`` (default: the published constants) and the GPU rates
+    scaled by ``gpu_rate_scale`` (a cluster calibration's); every invalid combination raises
+    SpecError (-> 422 naming the request field)."""
     try:
         model_s = model_spec(model)
         cluster_s, notes = cluster_spec(cluster, db)
+        cluster_s = scale_gpu_rates(cluster_s, gpu_rate_scale)
         config_s = parallel_config(config, cluster_s.world_size)
         training_s = TrainingSpec(global_batch=training.global_batch, precision=training.precision,
                                   framework=framework)
@@ -113,7 +116,8 @@ def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework
 def predict_one(body: PredictIn, _: Reader, state: State) -> dict[str, Any]:
     chosen = choose(state.db, calibration_id=body.calibration_id, cluster=cluster_name(body.cluster.model_dump()),
                     profile_id=body.cluster.profile_id)
-    ev = evaluate(body.model, body.cluster, body.training, body.framework, body.config, state.db, chosen.calibration)
+    ev = evaluate(body.model, body.cluster, body.training, body.framework, body.config, state.db, chosen.calibration,
+                  chosen.gpu_rate_scale)
     return {"model": ev.model.name, "cluster": ev.cluster.name, "num_nodes": ev.cluster.num_nodes,
             "world_size": ev.cluster.world_size, "framework": ev.training.framework,
             "config": dataclasses.asdict(ev.config), "profile_id": body.cluster.profile_id,

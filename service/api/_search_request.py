@@ -76,7 +76,8 @@ class ResolvedSearch:
     base_cluster: ClusterSpec
     """The preset (or custom) figures, before a profile is applied: what is stored and hashed."""
     cluster: ClusterSpec
-    """What the search runs on: ``base_cluster`` with the profile's measurements."""
+    """What the search runs on: ``base_cluster`` with the profile's measurements, at the
+    calibration's GPU rates."""
     notes: tuple[str, ...] = ()
     """Figures the profile did not measure, and which calibration is used."""
     calibration: Chosen = field(default_factory=lambda: stored_calibration(None))
@@ -190,7 +191,7 @@ def resolve(body: SearchIn, db: Database, settings: Settings) -> ResolvedSearch:
         cluster, fallbacks = apply_profile(base, profile)
         notes = stale + tuple(fallbacks)
     chosen = choose(db, calibration_id=body.calibration_id, cluster=base.name, profile_id=body.cluster.profile_id)
-    return ResolvedSearch(body, model, base, cluster, (*notes, chosen.note()), chosen)
+    return ResolvedSearch(body, model, base, chosen.apply(cluster), (*notes, chosen.note()), chosen)
 
 
 def from_stored(doc: dict[str, Any], db: Database) -> ResolvedSearch:
@@ -205,5 +206,5 @@ def from_stored(doc: dict[str, Any], db: Database) -> ResolvedSearch:
     notes: tuple[str, ...] = ()
     if doc.get("profile_id"):
         cluster, notes = apply_profile(base, load_profile(db, str(doc["profile_id"])))
-    return ResolvedSearch(body, ModelSpec(**doc["model"]), base, cluster, tuple(notes),
-                          stored_calibration(doc.get("calibration")))
+    chosen = stored_calibration(doc.get("calibration"))
+    return ResolvedSearch(body, ModelSpec(**doc["model"]), base, chosen.apply(cluster), tuple(notes), chosen)

@@ -53,7 +53,7 @@ def test_calibrate_then_predict_uses_it(tmp_path: Path, monkeypatch: pytest.Monk
     assert cli.main([*PREDICT, "--json"]) == 0
     used = json.loads(capsys.readouterr().out)
     assert used["calibration"] == {"id": cal["id"], "cv_mape": cal["cv_mape_after"], "cluster": "dgx-a100-80gb",
-                                   "n_runs": 5, "defaulted": True}
+                                   "n_runs": 5, "defaulted": True, "gpu_rate_scale": cal["gpu_rate_scale"]}
     assert used["iteration_time_s"] > published["iteration_time_s"]
     assert cli.main(PREDICT) == 0
     assert f"calibration: {cal['id']} (the latest of this cluster" in capsys.readouterr().out

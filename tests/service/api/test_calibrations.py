@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 
 from search import ParallelConfig, TrainingSpec, cluster_preset, model_preset, predict
 from search._calibration import calibration_from_dict
+from search._fit import scale_gpu_rates
 from service._worker import run_worker
 from service.api import Settings
 from service.api._calibration_models import CalibrationOut
@@ -39,7 +40,7 @@ def test_a_calibration_is_fitted_stored_listed_and_used_by_predict(client: TestC
     spec = {"model": MODEL, "cluster": CLUSTER, "training": {"global_batch": 64}, "config": {"tp": 2}}
     before = client.post("/v1/predict", json=spec).json()
     assert before["calibration"] == {"id": "published", "cv_mape": None, "cluster": None, "n_runs": None,
-                                     "defaulted": False}
+                                     "defaulted": False, "gpu_rate_scale": 1.0}
 
     r = client.post("/v1/calibrations", json={"cluster": "dgx-a100-80gb", "k": 3}, headers=auth)
     assert r.status_code == 201, r.text
@@ -108,7 +109,7 @@ def test_searches_carry_their_calibration_to_the_worker_and_are_not_shared_acros
     ranked = {s["id"]: client.get(f"/v1/searches/{s['id']}/configs").json()["configs"] for s in (first, published)}
     best, best_published = ranked[first["id"]][0], ranked[published["id"]][0]
     constants = calibration_from_dict(cal["constants"])
-    spec = (model_preset("gpt-1.7b"), cluster_preset("dgx-a100-80gb"),
+    spec = (model_preset("gpt-1.7b"), scale_gpu_rates(cluster_preset("dgx-a100-80gb"), cal["gpu_rate_scale"]),
             ParallelConfig(**best["config"]), TrainingSpec(global_batch=64, framework="megatron"))
     assert best["prediction"]["iteration_time_s"] == pytest.approx(predict(*spec, constants).iteration_time_s)
     assert best["prediction"]["iteration_time_s"] > best_published["prediction"]["iteration_time_s"]
