@@ -277,7 +277,7 @@ def _what_if_row(result: SearchResult, tokens: float | None) -> dict[str, Any]:
 # leave lowest priority first (a layout column that reads the same on every row before any other).
 _KEEP = frozenset({"rank", "framework", "dp", "tp", "pp", "mb", "zero", "tokens/s", "peak GiB", "$/M tokens"})
 _PRIORITY = {"bottleneck": 0, "iteration s": 1, "MFU": 2, "recompute": 3, "sp": 4, "vp": 5, "cp": 6,
-             "offload (opt/param)": 7, "ep": 8, "etp": 8}
+             "offload (opt/param)": 7, "ep": 8, "etp": 8, "order": 8}
 _LEFT = frozenset({"framework", "offload (opt/param)", "recompute", "bottleneck"})
 
 
@@ -295,14 +295,16 @@ def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
           f"{args.global_batch}, {args.precision}, framework {result.framework}, objective {result.objective}")
     cost = result.objective == "cost"
     moe = any(r.config.ep > 1 or r.config.etp > 1 for r in result.top)
-    columns = ["rank", "framework", "dp", "tp", "pp", "vp", "cp", *(["ep", "etp"] * moe), "sp", "mb", "zero",
+    placed = any(r.config.placement != "tp-cp-ep-dp-pp" for r in result.top)  # Megatron's --use-tp-pp-dp-mapping
+    columns = ["rank", "framework", "dp", "tp", "pp", "vp", "cp", *(["ep", "etp"] * moe), *(["order"] * placed),
+               "sp", "mb", "zero",
                "offload (opt/param)", "recompute", "tokens/s", "MFU", "iteration s", "peak GiB", "bottleneck",
                *(["$/M tokens"] * cost)]
     rows = []
     for r in result.top:
         c, p = r.config, r.prediction
         rows.append([str(r.rank), r.framework, str(c.dp), str(c.tp), str(c.pp), str(c.vp), str(c.cp),
-                     *([str(c.ep), str(c.etp)] * moe),
+                     *([str(c.ep), str(c.etp)] * moe), *([c.placement] * placed),
                      ("yes+ovl" if c.tp_comm_overlap else "yes") if c.sp else "-", str(c.micro_batch),
                      str(c.zero_stage),
                      "-" if c.offload_optimizer == c.offload_param == "none" else
