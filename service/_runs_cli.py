@@ -42,6 +42,7 @@ from search import (
 )
 from search._cluster_presets import GPUS
 from search._runs_file import NODE_FOR_GPU, run_from_record
+from service._runs_import_cli import add_import_parser
 
 if TYPE_CHECKING:
     from service.store import Database, Run
@@ -54,7 +55,7 @@ CALIBRATION_GPU_IDS: tuple[str, ...] = tuple(gpu for gpu in GPUS if gpu in NODE_
 
 def add_runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``runs`` to ``autopar``'s subparsers."""
-    r = sub.add_parser("runs", help="export the service's measured runs for calibration",
+    r = sub.add_parser("runs", help="import training logs as measured runs, export them for calibration",
                        description="The measured runs stored by POST /v1/runs (AUTOPAR_DATABASE_URL, else the SQLite "
                        "file in AUTOPAR_DATA_DIR).")
     rsub = r.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
@@ -68,6 +69,7 @@ def add_runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     e.add_argument("--model", metavar="NAME", help="only the runs of this model preset or custom shape name")
     e.add_argument("--json", action="store_true", help="print the list to stdout instead of writing a file")
     r.set_defaults(handler=_runs)
+    add_import_parser(rsub)
 
 
 class Skip(Exception):
