@@ -1,5 +1,6 @@
 """Issue 16's bar, end to end: a synthetic cluster whose measurements are one published source's
-runs slowed by a hidden factor is stored through the API, calibrated, and its cross-validated
+runs slowed by a hidden factor, written as Megatron-LM logs, is imported (``service.logs``:
+parse_log, run_request, POST /v1/runs), calibrated, and its cross-validated
 error drops from the uncalibrated figure to within 2 points of the source's own
 leave-one-source-out figure; a search on it afterwards states the calibration it used.
 
@@ -29,9 +30,9 @@ from search import Calibration, default_calibration
 from search._fit import fit_time_constants, time_mape
 from service.api import Settings, create_app
 from service.api._auth import create_token
-from service.api._schemas import ConfigIn
 from service.api._search_request import init_fields
 from service.api._specs import model_shape
+from service.logs import parse_log, run_request
 from service.store import Database
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -68,17 +69,41 @@ def client(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     db.dispose()
 
 
-def _run_body(run: object) -> dict:
-    """POST /v1/runs body of a published run on the synthetic cluster, slowed by the hidden factor."""
-    config = tuned.predict_tuned(run, default_calibration()).config
+def _cluster(run: object) -> dict:
+    """The synthetic cluster: the run's GPU and node figures under new names, as a request's custom cluster."""
     gpu = {k: v for k, v in init_fields(run.cluster.gpu).items() if k != "gemm_flop_per_s_by_size"}
-    node = {**init_fields(run.cluster.node), "name": "synthetic-node"}
-    return {"model": {"shape": model_shape(run.model).model_dump(mode="json")},
-            "cluster": {"gpu": {**gpu, "name": GPU}, "node": node, "nodes": run.cluster.num_nodes},
-            "training": {"global_batch": run.training.global_batch, "precision": run.training.precision},
-            "framework": run.training.framework,
-            "config": {k: v for k, v in dataclasses.asdict(config).items() if k in ConfigIn.model_fields},
-            "iteration_time_s": run.iteration_time_s * HIDDEN_FACTOR, "notes": run.id}
+    return {"gpu": {**gpu, "name": GPU}, "node": {**init_fields(run.cluster.node), "name": "synthetic-node"}}
+
+
+def megatron_log(run: object, seconds: float) -> str:
+    """The log Megatron-LM prints for ``run`` (its tuned configuration) stepping in ``seconds``: the
+    degrees line and argument dump of ``arguments.py`` and ten ``training_log`` iteration lines
+    (log interval 10, the first slower: warm-up), in the formats ``service/logs/_megatron.py`` cites."""
+    c, m, t = tuned.predict_tuned(run, default_calibration()).config, run.model, run.training
+    world = run.cluster.world_size
+    full = c.recompute == "full"
+    args = {"attention_dropout": 0.1, "bf16": t.precision == "bf16", "context_parallel_size": c.cp,
+            "data_parallel_size": c.dp, "ffn_hidden_size": m.ffn, "fp16": t.precision == "fp16",
+            "global_batch_size": t.global_batch, "hidden_dropout": 0.1, "hidden_size": m.hidden, "log_interval": 10,
+            "micro_batch_size": c.micro_batch, "num_attention_heads": m.heads, "num_layers": m.layers,
+            "padded_vocab_size": m.vocab, "pipeline_model_parallel_size": c.pp,
+            "recompute_granularity": c.recompute if c.recompute != "none" else None,
+            "recompute_method": "uniform" if full else None, "recompute_num_layers": 1 if full else None,
+            "seq_length": m.seq_len, "sequence_parallel": c.sp, "tensor_model_parallel_size": c.tp,
+            "train_iters": 100, "use_distributed_optimizer": c.zero_stage >= 1,
+            "virtual_pipeline_model_parallel_size": c.vp if c.vp > 1 else None, "world_size": world}
+    lines = [f"using world size: {world}, data-parallel size: {c.dp}, context-parallel size: {c.cp}, hierarchical "
+             f"context-parallel sizes: None, tensor-model-parallel size: {c.tp}, pipeline-model-parallel size: {c.pp}",
+             "------------------------ arguments ------------------------",
+             *("  {} {} {}".format(k, "." * (48 - len(k)), v) for k, v in sorted(args.items())),
+             "-------------------- end of arguments ---------------------", "training ..."]
+    for i in range(1, 11):
+        ms = seconds * 1000 * (1.6 if i == 1 else 1.0)
+        lines.append(f" [2026-11-30 10:{i:02d}:00] iteration {10 * i:8d}/     100 | consumed samples: "
+                     f"{10 * i * t.global_batch:12d} | elapsed time per iteration (ms): {ms:.3f} | learning rate: "
+                     f"1.000000E-04 | global batch size: {t.global_batch:5d} | lm loss: 5.000000E+00 | loss scale: "
+                     "1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |")
+    return "\n".join(lines) + "\n"
 
 
 def test_a_calibrated_synthetic_cluster_predicts_as_well_as_a_held_out_source(
@@ -95,9 +120,12 @@ def test_a_calibrated_synthetic_cluster_predicts_as_well_as_a_held_out_source(
                                   max_evaluations=LOSO_EVALUATIONS)
     loso = time_mape([fit_constants.measured(r) for r in held], loso_cal)
 
-    # the synthetic cluster's runs, as its logs would state them, stored through the API
+    # the synthetic cluster's logs, imported
     for run in held:
-        r = c.post("/v1/runs", json=_run_body(run), headers=auth)
+        log = parse_log(megatron_log(run, run.iteration_time_s * HIDDEN_FACTOR), name=f"{run.id}.log")
+        assert log.format == "megatron" and log.iteration_time_s == pytest.approx(run.iteration_time_s * HIDDEN_FACTOR)
+        body = run_request(log, cluster=_cluster(run), model={"shape": model_shape(run.model).model_dump(mode="json")})
+        r = c.post("/v1/runs", json=body, headers=auth)
         assert r.status_code == 201, (run.id, r.text)
     cluster = f"{GPU}x8"
     r = c.post("/v1/calibrations", json={"cluster": cluster}, headers=auth)
@@ -115,7 +143,7 @@ def test_a_calibrated_synthetic_cluster_predicts_as_well_as_a_held_out_source(
     assert cal["cv_mape_after"] <= loso + 0.02  # the bar: calibrated, within 2 points of leave-one-source-out
 
     # a search on the cluster states the calibration it uses
-    body = {"model": {"preset": "gpt-1.7b"}, "cluster": _run_body(held[0])["cluster"] | {"nodes": 1},
+    body = {"model": {"preset": "gpt-1.7b"}, "cluster": _cluster(held[0]) | {"nodes": 1},
             "training": {"global_batch": 64}, "framework": "megatron"}
     r = c.post("/v1/searches", json=body, headers=auth)
     assert r.status_code == 202, r.text
