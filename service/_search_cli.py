@@ -209,7 +209,8 @@ def run_search(args: argparse.Namespace) -> int:
         clusters.append(cluster)
         label = f"{model.name} on {cluster.num_nodes} x {cluster.name}"
         with _ProgressBar(label, quiet=args.json) as bar:
-            return search(model, cluster, args.global_batch, precision=args.precision, framework=args.framework,
+            return search(model, chosen.apply(cluster), args.global_batch, precision=args.precision,
+                          framework=args.framework,
                           objective=args.objective, top_k=args.top, seed=args.seed, n_trials=args.trials,
                           timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour,
                           storage=args.storage, study_name=study_name, progress=bar,
