@@ -116,6 +116,7 @@ def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
     if not a:
         return {}
     groups = positive_int(a.get("num_query_groups")) if a.get("group_query_attention") is True else None
+    groups = groups or positive_int(a.get("num_key_value_heads"))  # Megatron-DeepSpeed's GQA argument
     normalization = str(a.get("normalization", "")).lower()
     zero = 1 if a.get("use_distributed_optimizer") is True else 0
     if isinstance(a.get("zero_stage"), int) and a.get("deepspeed") is True:  # Megatron-DeepSpeed's --zero-stage

@@ -121,12 +121,16 @@ def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any
         said.append("activation recomputation not printed: none assumed")
     if log.oom:
         said.append(f"CUDA out of memory at line {log.oom_line}")
+    framework = FRAMEWORK[log.format]
+    if log.format == "deepspeed" and (log.pp or 1) > 1:
+        framework = "megatron-deepspeed"  # DeepSpeed's PipelineEngine is the pipeline Megatron-DeepSpeed runs
+        said.append("DeepSpeed pipeline engine: costed as megatron-deepspeed")
     text = "; ".join([*([notes] if notes else []), *said])
     body: dict[str, Any] = {
         "model": _given_model(log, model) if model is not None else _derived_model(log),
         "cluster": _cluster(log, cluster),
         "training": {"global_batch": log.global_batch, **({"precision": log.precision} if log.precision else {})},
-        "framework": FRAMEWORK[log.format],
+        "framework": framework,
         "config": config,
         "oom": log.oom,
         "notes": text if len(text) <= _MAX_NOTES else text[:_MAX_NOTES - 3] + "...",

@@ -5,11 +5,13 @@ Line formats, from pytorch/torchtitan (every line through ``tools/logging.py::in
 
 * the metrics line, ``components/metrics.py::MetricsProcessor.log`` on step 1 and every
   ``log_freq`` steps: ``step: 10  loss:  7.8912  grad_norm:  1.2345  memory: 45.12GiB(47.49%)  tps:
-  6,512  tflops: 377.12  mfu: 38.13%`` (``grad_norm`` since 2025; ``memory`` is the peak
+  6,512  tflops: 377.12  mfu: 38.13%`` (``grad_norm`` and ``tflops`` since 2025, ``wps`` before
+  ``tps`` in 2024; ``memory`` is the peak
   *reserved* memory; ``tps`` is tokens per second per device over the interval: the local tokens
   divided by the interval and by ``parallel_dims.non_data_parallel_size``);
 * the mesh, ``distributed/parallel_dims.py::ParallelDims.build_mesh``: ``Building device mesh with
-  parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, ep=1[, etp=1]``;
+  parallelism: pp=1, dp_replicate=1, dp_shard=8, cp=1, tp=1, ep=1[, etp=1]`` (2025 on), before that
+  ``Building 2-D device mesh with ['dp_shard', 'tp'], [4, 2]``;
 * the batch, ``trainer.py::Trainer.__init__``: ``Trainer is initialized with local batch size 8,
   global batch size 64, gradient accumulation steps 1, sequence length 8192, ...`` (2025) or
   ``... with 65536 tokens per DP rank, 524288 tokens per train step, gradient accumulation steps 1,
@@ -46,10 +48,11 @@ from service.logs._record import (
 
 TITAN_PREFIX = re.compile(r"\[titan\] ")
 METRICS = re.compile(r"(?<!validate )\bstep:\s*(\d+)\s+loss:\s*(\S+)\s+(?:grad_norm:\s*\S+\s+)?memory:\s*([\d.]+)"
-                     r"GiB\([\d.]+%\)\s+tps:\s*([\d,]+)\s+tflops:\s*([\d,.]+)\s+mfu:\s*\S+")
+                     r"GiB\([\d.]+%\)\s+(?:tps|wps):\s*([\d,]+)\s+(?:tflops:\s*[\d,.]+\s+)?mfu:\s*\S+")
 _METRICS_START = re.compile(r"(?<!validate )\bstep:\s*\d+\s+loss:")
 MESH = re.compile(r"Building device mesh with parallelism: pp=(\d+), dp_replicate=(\d+), dp_shard=(\d+), "
                   r"cp=(\d+), tp=(\d+), ep=(\d+)(?:, etp=(\d+))?")
+OLD_MESH = re.compile(r"Building \d-D device mesh with \[([^\]]*)\], \[([\d, ]*)\]")
 _BATCH_2025 = re.compile(r"local batch size (\d+), global batch size (\d+), .*?sequence length (\d+)")
 _BATCH_2026 = re.compile(r"with (\d+) tokens per DP rank, (\d+) tokens per train step, .*?maximum context length (\d+)")
 _MODEL = re.compile(r"Model (\S+) (\S+) size: [\d,]+ total parameters")
@@ -124,7 +127,7 @@ def _metrics(line: str, number: int, name: str) -> tuple[Iteration, float] | Non
         return None
     m = METRICS.search(line)
     if m is None:
-        raise LogParseError(name, number, "a metrics line without its 'memory: ...GiB(...%)  tps: N  tflops: F  mfu: "
+        raise LogParseError(name, number, "a metrics line without its 'memory: ...GiB(...%)  tps: N  ...  mfu: "
                             "P%' fields (the line is cut off or garbled)", "give the log as torchtitan wrote it; if "
                             "only its last line is cut off, remove that line")
     tps = int(m.group(4).replace(",", ""))
@@ -154,6 +157,14 @@ def parse_torchtitan(lines: Sequence[str], name: str) -> ParsedLog:
                           world_size=pp * dp_replicate * dp_shard * cp * tp)
             if dp_shard == 1:
                 fields["zero_stage"] = 0  # DDP: no parameter sharding
+        elif (m := OLD_MESH.search(line)) is not None:
+            sizes = dict(zip((n.strip(" '") for n in m.group(1).split(",")), (int(v) for v in m.group(2).split(",")),
+                             strict=False))
+            dp = sizes.get("dp_replicate", 1) * sizes.get("dp_shard", 1) * sizes.get("dp", 1)
+            tp, pp, cp = sizes.get("tp", 1), sizes.get("pp", 1), sizes.get("cp", 1)
+            fields.update(pp=pp, dp=dp, cp=cp, tp=tp, ep=1, etp=1, world_size=pp * dp * cp * tp)
+            if sizes.get("dp_shard", 1) == 1 and sizes.get("dp", 1) == 1:
+                fields["zero_stage"] = 0
         elif (m := _BATCH_2025.search(line)) is not None:
             local, global_batch, seq = (int(g) for g in m.groups())
             fields.update(global_batch=global_batch, seq_len=seq, micro_batch=local)
@@ -179,6 +190,9 @@ def parse_torchtitan(lines: Sequence[str], name: str) -> ParsedLog:
             fields["precision"] = "fp8"
         elif "Converted Linear layers to MXFP8Linear" in line:
             fields["precision"] = "mxfp8"
+    # torchtitan's TP shards the norms and dropout over the sequence (SequenceParallel) unless
+    # parallelism.enable_sequence_parallel is off (config/configs.py, default True).
+    fields["sp"] = fields.get("tp", 1) > 1 and _find(config, "enable_sequence_parallel") is not False
     if config:
         if _find(config, "mixed_precision_param") == "float32" and fields["precision"] == "bf16":
             fields["precision"] = "fp32"
