@@ -1,0 +1,174 @@
+"""Each framework's logs (tests/service/logs/data, written in the formats of the frameworks' own
+source: Megatron-LM's training_log and _print_args, DeepSpeed's config dump, ThroughputTimer and
+pipeline engine, torchtitan's metrics logger) read back into the fields the run had: degrees,
+batch, ZeRO, recompute, precision, shape, the steady-state iteration time, peak memory, OOM."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.logs import FORMATS, ParsedLog, detect_format, parse_log, run_request, warmup_lines
+
+DATA = Path(__file__).parent / "data"
+MIB, GIB = 2**20, 2**30
+
+LLAMA3_8B = {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128256,
+             "activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope", "bias": False,
+             "tied_embeddings": False, "dropout": False}
+GPT_1_7B = {"layers": 24, "hidden": 2304, "heads": 24, "kv_heads": 24, "ffn": 9216, "vocab": 51200,
+            "activation": "gelu", "norm": "layernorm", "position_embedding": "learned", "bias": True,
+            "tied_embeddings": True, "dropout": True}
+NO_SHAPE = dict.fromkeys(("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"))
+
+# file -> the fields the run had (what the fixture's lines say), the steady iteration time in seconds
+# (None: out of memory) and the peak memory in bytes.
+EXPECTED: dict[str, dict[str, Any]] = {
+    "megatron_llama3-8b_tp2_pp2_dp4.log": {
+        "format": "megatron", "world_size": 16, "tp": 2, "pp": 2, "vp": 1, "cp": 1, "dp": 4, "sp": True,
+        "global_batch": 128, "micro_batch": 1, "zero_stage": 1, "recompute": "selective", "precision": "bf16",
+        "seq_len": 8192, **LLAMA3_8B,
+        # lines 20..100 (1 and 10 are warm-up): the median of 7902.4 7897.4 7920.8 7899.8 7910.0 7904.6 7894.2
+        # 7917.6 7901.2 ms
+        "iteration_time_s": 7.9024, "steady_iterations": 9, "iterations": 11,
+        "peak_memory_bytes": 38714.37 * MIB, "memory_kind": "max allocated", "oom": False},
+    "megatron_gpt-1.7b_tp2_fp16.log": {
+        "format": "megatron", "world_size": 8, "tp": 2, "pp": 1, "dp": 4, "sp": False, "global_batch": 64,
+        "micro_batch": 4, "zero_stage": 0, "recompute": "full", "precision": "fp16", "seq_len": 2048, **GPT_1_7B,
+        # 20 lines, 2 of warm-up; the line of iteration 150 skipped an iteration (loss-scale overflow)
+        "iteration_time_s": statistics.median([1008.4, 1011.9, 1009.7, 1013.1, 1010.2, 1007.6, 1011.0, 1009.1, 1012.4,
+                                               1008.8, 1010.5, 1009.9, 1011.7, 1010.8, 1008.1, 1012.9, 1009.4]) / 1000,
+        "steady_iterations": 17, "iterations": 20, "peak_memory_bytes": None, "oom": False},
+    "megatron_llama2-7b_dp8_oom.log": {
+        "format": "megatron", "world_size": 8, "tp": 1, "dp": 8, "global_batch": 256, "micro_batch": 4,
+        "zero_stage": 1, "recompute": "none", "precision": "bf16", "seq_len": 4096, "kv_heads": 32, "ffn": 11008,
+        "iteration_time_s": None, "iterations": 0, "oom": True, "oom_line": 45},
+    "megatron-deepspeed_gpt-3.6b_zero1_tp2_pp2.log": {
+        "format": "megatron-deepspeed", "world_size": 16, "tp": 2, "pp": 2, "dp": 4, "global_batch": 256,
+        "micro_batch": 4, "zero_stage": 1, "recompute": "none", "precision": "bf16", "seq_len": 2048, "layers": 30,
+        "hidden": 3072, "heads": 32, "kv_heads": 32, "ffn": 12288, "vocab": 51200, "activation": "gelu",
+        "iteration_time_s": (6472.8 + 6473.6) / 2 / 1000, "steady_iterations": 10, "iterations": 12,
+        "peak_memory_bytes": 32178.52 * MIB, "oom": False},
+    "megatron-deepspeed_llama2-7b_zero3_offload.log": {
+        "format": "megatron-deepspeed", "world_size": 8, "tp": 1, "pp": 1, "dp": 8, "global_batch": 64,
+        "micro_batch": 2, "zero_stage": 3, "offload_optimizer": "cpu", "recompute": "full", "precision": "fp16",
+        "seq_len": 4096, "layers": 32, "hidden": 4096, "kv_heads": 32, "ffn": 11008, "vocab": 32000,
+        "activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope", "bias": False,
+        "tied_embeddings": False, "dropout": False,
+        # 6 lines: 2 of warm-up, the 5th skipped an iteration
+        "iteration_time_s": 11.8746, "steady_iterations": 3, "iterations": 6, "peak_memory_bytes": None},
+    "megatron-deepspeed_gpt-1.7b_zero2_oom.log": {
+        "format": "megatron-deepspeed", "world_size": 8, "dp": 8, "global_batch": 512, "micro_batch": 16,
+        "zero_stage": 2, **GPT_1_7B, "iterations": 2, "iteration_time_s": None,
+        "peak_memory_bytes": 77102.93 * MIB, "oom": True, "oom_line": 111},
+    "deepspeed_zero2_bf16_16gpu.log": {
+        "format": "deepspeed", "world_size": 16, "tp": 1, "pp": 1, "dp": 16, "global_batch": 256, "micro_batch": 4,
+        "zero_stage": 2, "offload_optimizer": None, "precision": "bf16", "recompute": None, **NO_SHAPE,
+        # train_batch_size / CurrSamplesPerSec of the steps after the first two logged
+        "iteration_time_s": statistics.median(256 / c for c in (62.04, 61.55, 62.31, 61.92, 62.10, 61.76, 62.48,
+                                                                 61.69)),
+        "steady_iterations": 8, "iterations": 10, "peak_memory_bytes": 42.2 * GIB, "memory_kind": "max allocated"},
+    "deepspeed_pipe_pp4_fp16.log": {
+        "format": "deepspeed", "world_size": 8, "pp": 4, "dp": 2, "global_batch": 32, "micro_batch": 2,
+        "zero_stage": 1, "precision": "fp16", "recompute": "full",
+        # steps 5 and 10 are warm-up, step 40 followed an overflow
+        "iteration_time_s": 1.1903, "steady_iterations": 7, "iterations": 10, "peak_memory_bytes": None},
+    "deepspeed_zero3_offload_timers.log": {
+        "format": "deepspeed", "world_size": 8, "dp": 8, "global_batch": 64, "micro_batch": 8, "zero_stage": 3,
+        "offload_optimizer": "cpu", "offload_param": None, "precision": "bf16",
+        # fwd + bwd + step of the 3rd to 6th steps
+        "iteration_time_s": statistics.median([330.2 + 1044.9 + 1785.4, 331.1 + 1047.3 + 1788.8,
+                                               329.7 + 1049.8 + 1791.6, 332.4 + 1046.2 + 1786.9]) / 1000,
+        "steady_iterations": 4, "iterations": 6},
+    "deepspeed_zero1_oom.log": {
+        "format": "deepspeed", "world_size": 8, "dp": 8, "global_batch": 512, "micro_batch": 64, "zero_stage": 1,
+        "oom": True, "oom_line": 59, "iteration_time_s": None},
+    "torchtitan_llama3-8b_fsdp8_2025.log": {
+        "format": "torchtitan", "world_size": 8, "tp": 1, "pp": 1, "cp": 1, "dp": 8, "sp": False,
+        "global_batch": 16, "micro_batch": 2, "zero_stage": 3, "recompute": "selective", "precision": "bf16",
+        "seq_len": 8192, "model_name": "llama3 8B",
+        # global batch x seq / (tps x GPUs), tps of steps 20..100
+        "iteration_time_s": 16 * 8192 / (7458.0 * 8), "steady_iterations": 9, "iterations": 11,
+        "peak_memory_bytes": 62.03 * GIB, "memory_kind": "max reserved"},
+    "torchtitan_llama3-70b_tp8_fp8_2026.log": {
+        "format": "torchtitan", "world_size": 32, "tp": 8, "dp": 4, "sp": True, "global_batch": 16,
+        "micro_batch": 2, "zero_stage": 3, "recompute": "full", "precision": "fp8", "seq_len": 8192,
+        "model_name": "llama3 70B",
+        # steps 1 and 5 are warm-up, step 25's loss is NaN: the median of 572 571 575 573 570 574 568 572 tps
+        "iteration_time_s": 16 * 8192 / (572.0 * 32), "steady_iterations": 8, "iterations": 11,
+        "peak_memory_bytes": 58.20 * GIB},
+    "torchtitan_llama3-8b_tp2_2024_oom.log": {
+        "format": "torchtitan", "world_size": 8, "tp": 2, "dp": 4, "sp": True, "global_batch": 32, "micro_batch": 8,
+        "zero_stage": 3, "recompute": "none", "model_name": "llama3 8B", "iterations": 1, "iteration_time_s": None,
+        "peak_memory_bytes": 74.92 * GIB, "oom": True, "oom_line": 14},
+}
+
+
+@pytest.fixture(scope="module")
+def parsed() -> dict[str, ParsedLog]:
+    return {name: parse_log((DATA / name).read_text(), name=name) for name in EXPECTED}
+
+
+def test_every_fixture_is_listed_and_each_framework_has_three_with_an_oom() -> None:
+    assert {p.name for p in DATA.glob("*.log")} == set(EXPECTED)
+    for fmt in FORMATS:
+        logs = [e for e in EXPECTED.values() if e["format"] == fmt]
+        assert len(logs) >= 3 and any(e.get("oom") for e in logs), fmt
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_a_log_round_trips_the_fields_of_its_run(name: str, parsed: dict[str, ParsedLog]) -> None:
+    log, want = parsed[name], EXPECTED[name]
+    got: dict[str, Any] = {}
+    for key, value in want.items():
+        got[key] = len(log.iterations) if key == "iterations" else getattr(log, key)
+        if isinstance(value, float):
+            assert got[key] == pytest.approx(value, rel=1e-9), key
+    assert {k: v for k, v in got.items() if not isinstance(want[k], float)} == \
+        {k: v for k, v in want.items() if not isinstance(v, float)}
+    assert log.oom is bool(want.get("oom"))
+    assert detect_format((DATA / name).read_text().splitlines(), name) == want["format"]
+
+
+def test_the_warm_up_rule_is_max_2_or_10_percent_of_the_logged_lines() -> None:
+    assert [warmup_lines(n) for n in (1, 3, 20, 21, 50, 200)] == [2, 2, 2, 3, 5, 20]
+
+
+def test_a_format_given_is_used_and_an_unknown_one_is_refused(parsed: dict[str, ParsedLog]) -> None:
+    name = "megatron-deepspeed_gpt-3.6b_zero1_tp2_pp2.log"
+    as_megatron = parse_log((DATA / name).read_text(), name=name, format="megatron")
+    assert as_megatron.format == "megatron"
+    assert as_megatron.zero_stage == parsed[name].zero_stage == 1  # Megatron-DeepSpeed's --zero-stage argument
+    with pytest.raises(ValueError, match="unknown log format 'nemo'"):
+        parse_log("x", name="a.log", format="nemo")
+
+
+def test_a_parsed_log_becomes_the_body_post_runs_takes(parsed: dict[str, ParsedLog]) -> None:
+    megatron = run_request(parsed["megatron_llama3-8b_tp2_pp2_dp4.log"], cluster={"preset": "dgx-h100"})
+    assert megatron["cluster"] == {"preset": "dgx-h100", "nodes": 2}  # 16 GPUs on 8-GPU nodes
+    assert megatron["framework"] == "megatron" and megatron["training"] == {"global_batch": 128, "precision": "bf16"}
+    assert megatron["config"] == {"dp": 4, "tp": 2, "pp": 2, "vp": 1, "cp": 1, "sp": True, "ep": 1, "etp": 1,
+                                  "micro_batch": 1, "zero_stage": 1, "recompute": "selective"}
+    assert megatron["model"]["shape"] == {"name": "custom-32x4096", "seq_len": 8192, **LLAMA3_8B}
+    assert megatron["iteration_time_s"] == pytest.approx(7.9024) and megatron["oom"] is False
+    titan = run_request(parsed["torchtitan_llama3-70b_tp8_fp8_2026.log"], cluster={"preset": "dgx-h100"})
+    assert titan["model"] == {"preset": "llama3-70b", "seq_len": 8192} and titan["framework"] == "fsdp"
+    assert titan["cluster"]["nodes"] == 4
+    gpt = {"preset": "gpt-1.7b"}
+    oom = run_request(parsed["deepspeed_zero1_oom.log"], cluster={"preset": "dgx-a100-80gb"}, model=gpt)
+    assert oom["oom"] is True and "iteration_time_s" not in oom and "out of memory at line 59" in oom["notes"]
+    pipe = run_request(parsed["deepspeed_pipe_pp4_fp16.log"], cluster={"preset": "dgx-h100"}, model=gpt)
+    assert pipe["framework"] == "megatron-deepspeed" and pipe["config"]["pp"] == 4
+
+
+def test_what_the_log_does_not_print_or_contradicts_is_refused_naming_the_file(parsed: dict[str, ParsedLog]) -> None:
+    with pytest.raises(ValueError, match=r"deepspeed_zero2_bf16_16gpu.log: the log prints no complete model shape"):
+        run_request(parsed["deepspeed_zero2_bf16_16gpu.log"], cluster={"preset": "dgx-h100"})
+    with pytest.raises(ValueError, match=r"the run used 16 GPUs, the cluster has 1 node\(s\) of 8 GPUs.*nodes=2"):
+        run_request(parsed["megatron_llama3-8b_tp2_pp2_dp4.log"], cluster={"preset": "dgx-h100", "nodes": 1})
+    with pytest.raises(ValueError, match=r"the log's model is not llama2-13b: it has layers 32 \(the model has 40\)"):
+        run_request(parsed["megatron_llama3-8b_tp2_pp2_dp4.log"], cluster={"preset": "dgx-h100"},
+                    model={"preset": "llama2-13b"})
