@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
-from search import SpecError, cluster_preset
+from search import CLUSTER_PRESETS, SpecError, UnknownPresetError, cluster_preset, model_preset
 from service.logs._record import LogParseError, ParsedLog
 
 FRAMEWORK = {"megatron": "megatron", "megatron-deepspeed": "megatron-deepspeed", "deepspeed": "deepspeed",
@@ -23,7 +23,11 @@ _MAX_NOTES = 2000
 
 def _gpus_per_node(cluster: dict[str, Any]) -> int | None:
     if isinstance(cluster.get("preset"), str):
-        return cluster_preset(cluster["preset"], 1).node.gpus_per_node
+        try:
+            return cluster_preset(cluster["preset"], 1).node.gpus_per_node
+        except UnknownPresetError:
+            raise SpecError("cluster.preset", f"unknown cluster preset {cluster['preset']!r}",
+                            f"choose one of: {', '.join(CLUSTER_PRESETS)} (GET /v1/presets/clusters)") from None
     node = cluster.get("node")
     return node.get("gpus_per_node") if isinstance(node, dict) else None
 
@@ -50,8 +54,6 @@ def _cluster(log: ParsedLog, cluster: dict[str, Any]) -> dict[str, Any]:
 
 def _derived_model(log: ParsedLog) -> dict[str, Any]:
     """The model the log describes: its printed shape, else a preset its name matches."""
-    from search._model_presets import MODEL_PRESETS
-
     if log.experts is None and all(getattr(log, f) is not None for f in (*_SHAPE_FIELDS, "seq_len")):
         shape: dict[str, Any] = {"name": f"custom-{log.layers}x{log.hidden}", "seq_len": log.seq_len}
         for key in (*_SHAPE_FIELDS, "activation", "norm", "position_embedding", "bias", "tied_embeddings",
@@ -59,11 +61,9 @@ def _derived_model(log: ParsedLog) -> dict[str, Any]:
             if getattr(log, key) is not None:
                 shape[key] = getattr(log, key)
         return {"shape": shape}
-    if log.model_name is not None:
-        family, _, flavor = log.model_name.partition(" ")
-        preset = f"{family}-{flavor}".lower()
-        if preset in MODEL_PRESETS:
-            return {"preset": preset, **({"seq_len": log.seq_len} if log.seq_len else {})}
+    preset = _named_preset(log)
+    if preset is not None:
+        return {"preset": preset, **({"seq_len": log.seq_len} if log.seq_len else {})}
     what = "a mixture of experts (its expert shape is not in the log)" if log.experts else "no complete model shape"
     raise LogParseError(log.name, None, f"the log prints {what}", "give the model: --model PRESET|FILE.json "
                         "(API: the model field), as POST /v1/runs takes it")
@@ -86,13 +86,28 @@ def _given_model(log: ParsedLog, model: dict[str, Any]) -> dict[str, Any]:
     except ValidationError as exc:
         raise SpecError("model", f"not a model of POST /v1/runs ({exc.errors()[0]['msg']})",
                         "give a preset name, a ModelSpec JSON file or a model object") from None
-    differ = [f"{key} {getattr(log, key)} (the model has {getattr(spec, key)})" for key in _SHAPE_FIELDS
-              if getattr(log, key) is not None and getattr(log, key) != getattr(spec, key)
-              and key != "vocab"]  # Megatron pads the vocabulary to a multiple of 128 x tp
+    printed: dict[str, Any] = {key: getattr(log, key) for key in _SHAPE_FIELDS if getattr(log, key) is not None}
+    named = _named_preset(log)
+    if not printed and named is not None:  # torchtitan names its model ("llama3 8B") without the shape
+        printed = {key: getattr(model_preset(named), key) for key in _SHAPE_FIELDS}
+    differ = [f"{key} {value} (the model has {getattr(spec, key)})" for key, value in printed.items()
+              if value != getattr(spec, key) and key != "vocab"]  # Megatron pads the vocabulary to 128 x tp
     if differ:
-        raise LogParseError(log.name, None, f"the log's model is not {spec.name}: it has " + ", ".join(differ),
+        ran = f"{log.model_name}, " if log.model_name else ""
+        raise LogParseError(log.name, None, f"the log's model is not {spec.name}: it has {ran}" + ", ".join(differ),
                             "give the model that ran (or leave the model out when the log prints its shape)")
     return model
+
+
+def _named_preset(log: ParsedLog) -> str | None:
+    """The autopar preset of the model the log names (torchtitan's ``llama3 8B`` is ``llama3-8b``)."""
+    from search._model_presets import MODEL_PRESETS
+
+    if log.model_name is None:
+        return None
+    family, _, flavor = log.model_name.partition(" ")
+    preset = f"{family}-{flavor}".lower()
+    return preset if preset in MODEL_PRESETS else None
 
 
 def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any] | None = None,
