@@ -25,7 +25,7 @@ from service._spec_files import HF_PREFIX, is_spec_file, read_json_object
 from service.logs import AUTO, FORMATS, warmup_lines
 
 if TYPE_CHECKING:
-    from service.api._routes_runs import LogRun
+    from service.api._runs_import import LogRun
     from service.store import Database
 
 HELP = ("Megatron-LM: the argument dump (------ arguments ------), the 'using world size' line, the iteration lines "
@@ -133,7 +133,8 @@ def import_logs(args: argparse.Namespace) -> int:
     from service._db_access import current_database, reachable
     from service.api._errors import ApiError
     from service.api._resource_models import RunOut
-    from service.api._routes_runs import log_run, run_out, store_run
+    from service.api._routes_runs import run_out, store_run
+    from service.api._runs_import import log_run
     from service.store import DEFAULT_TENANT
 
     cluster = cluster_object(args.cluster, args.nodes)

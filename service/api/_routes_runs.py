@@ -8,14 +8,11 @@ version serves the GET; a later cost model is judged by predicting the stored re
 from __future__ import annotations
 
 import dataclasses
-import email.policy
 import hashlib
-import json
 import math
 import statistics
 import uuid
 from dataclasses import dataclass
-from email.parser import BytesParser
 from typing import Annotated, Any, cast, get_args
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -28,14 +25,24 @@ from search import SpecError
 from service._calibrations import drift, error_by_week
 from service.api._app import autopar_version
 from service.api._drift_models import AccuracyDriftOut
-from service.api._errors import ApiError, detail, error_body
+from service.api._errors import ApiError, error_body
 from service.api._idempotency import Answer, Idempotency
 from service.api._resource_models import RunImportOut, RunIn, RunOut, RunPage, error_responses
 from service.api._routes_predict import evaluate
 from service.api._routes_profiles import as_utc
+from service.api._runs_import import (
+    IMPORT_BODY,
+    LOG_FORMATS,
+    LogRun,
+    Refused,
+    file_error,
+    log_run,
+    logs_of,
+    spec_object,
+)
 from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
 from service.api._state import Reader, State, Writer, in_pool
-from service.logs import AUTO, FORMATS, LogParseError, ParsedLog, decode_log, parse_log, run_request
+from service.logs import AUTO
 from service.store import Database, Profile, Run, Search, SearchConfig, utc_now
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -186,127 +193,17 @@ def create_run(_: Writer, body: RunIn, state: State, idem: Idempotency) -> Respo
 
 # --- POST /v1/runs:import ------------------------------------------------------------------------
 
-LOG_FORMATS: tuple[str, ...] = (AUTO, *FORMATS)
-MAX_LOGS = 100
-"""Logs one import takes (each is predicted; the body limit bounds their bytes)."""
-_DEFAULTS = ("cluster", "nodes", "model", "format", "profile_id", "notes")
-"""What a log does not print, given as query parameters or as form fields beside the files."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogRun:
-    """A training log and the POST /v1/runs body of the run it describes."""
-
-    log: ParsedLog
-    body: RunIn
-
-
-def spec_object(text: str, field: str) -> dict[str, Any]:
-    """A model or cluster default: a preset name, or a JSON object as POST /v1/runs takes it."""
-    if not text.lstrip().startswith("{"):
-        return {"preset": text}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SpecError(field, f"is not valid JSON ({exc.msg} at column {exc.colno})",
-                        f"give a preset name or a JSON object as the {field} of POST /v1/runs") from None
-    if not isinstance(value, dict):
-        raise SpecError(field, "is not a JSON object", f"give a preset name or the {field} object of POST /v1/runs")
-    return value
-
-
-def log_run(data: bytes, name: str, *, format: str, cluster: dict[str, Any], model: dict[str, Any] | None,
-            notes: str | None = None, profile_id: str | None = None) -> LogRun:
-    """A log file's bytes as the run it describes; LogParseError (file and line) or SpecError (naming the
-    file) when it is not a complete log, or lacks what a run needs."""
-    log = parse_log(decode_log(data, name), name=name, format=format)
-    if profile_id is not None:
-        cluster = {**cluster, "profile_id": profile_id}
-    try:
-        body = RunIn.model_validate(run_request(log, cluster=cluster, model=model, notes=notes))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(part) for part in err["loc"])
-        raise SpecError(f"{name}: {where}", err["msg"], "give the model and cluster as POST /v1/runs takes them "
-                        "(GET /v1/presets lists the presets)") from None
-    return LogRun(log, body)
-
-
-def file_error(name: str, err: SpecError) -> dict[str, Any]:
-    """A 422 detail item naming the file (and line) of ``err``."""
-    if isinstance(err, LogParseError):
-        return detail(err.field, err.problem, err.fix, "invalid_log", [name, err.line] if err.line else [name])
-    return detail(f"{name}: {err.field}", err.problem, err.fix, "invalid_value", [name, err.field])
-
-
 def imported(row: Run, run: LogRun) -> dict[str, Any]:
     return {"file": run.log.name, "format": run.log.format, "iterations": len(run.log.iterations),
             "steady_iterations": run.log.steady_iterations, "memory_kind": run.log.memory_kind, "run": run_out(row)}
 
 
-class _Refused(Exception):
-    """Files whose runs the cost model refused (422 detail items): the import stores nothing."""
-
-    def __init__(self, items: list[dict[str, Any]]) -> None:
-        super().__init__(items)
-        self.items = items
-
-
-def _multipart(content_type: str, body: bytes) -> tuple[list[tuple[str, bytes]], dict[str, str]]:
-    """The files and the form fields of a multipart/form-data body (read with the standard library's
-    MIME parser: RFC 7578 parts are MIME parts)."""
-    message = BytesParser(policy=email.policy.HTTP).parsebytes(
-        b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body)
-    if not message.is_multipart():
-        raise SpecError("body", "is not a multipart/form-data body with a boundary",
-                        "send the logs as multipart/form-data files, or one log as text/plain")
-    files: list[tuple[str, bytes]] = []
-    fields: dict[str, str] = {}
-    for part in message.iter_parts():
-        field = part.get_param("name", header="content-disposition")
-        payload = part.get_payload(decode=True)
-        data = payload if isinstance(payload, bytes) else b""
-        filename = part.get_filename()
-        if filename is not None:
-            files.append((filename, data))
-        elif field in _DEFAULTS:
-            fields[str(field)] = data.decode("utf-8", errors="replace")
-        else:
-            raise SpecError(f"form.{field}", "is neither a file nor a known field",
-                            f"send logs as files and only the fields {', '.join(_DEFAULTS)}")
-    return files, fields
-
-
-async def _logs(request: Request, name: str) -> tuple[list[tuple[str, bytes]], dict[str, str]]:
-    content_type = request.headers.get("content-type", "")
-    body = await request.body()
-    if content_type.startswith("multipart/form-data"):
-        files, fields = _multipart(content_type, body)
-    elif content_type.startswith("text/plain") or not content_type:
-        files, fields = [(name, body)], {}
-    else:
-        raise SpecError("Content-Type", f"{content_type.split(';')[0]!r} is not a log upload",
-                        "send one log as text/plain, or logs as multipart/form-data files")
-    if not files:
-        raise SpecError("body", "holds no log file", "send one log as text/plain, or logs as multipart/form-data files")
-    if len(files) > MAX_LOGS:
-        raise SpecError("body", f"holds {len(files)} logs, more than {MAX_LOGS}", "import them in several requests")
-    return files, fields
-
-
-_IMPORT_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
-    "text/plain": {"schema": {"type": "string", "description": "One training log (its file name: `name`)."}},
-    "multipart/form-data": {"schema": {"type": "object", "properties": {
-        "files": {"type": "array", "items": {"type": "string", "format": "binary"},
-                  "description": "Training logs, one run each."},
-        **{field: {"type": "string", "description": "As the query parameter of that name."}
-           for field in _DEFAULTS}}, "required": ["files"]}}}}}
 ImportFormat = Annotated[str, Query(pattern="^(" + "|".join(LOG_FORMATS) + ")$",
                                     description="The log format; auto detects it by signature lines.")]
 
 
 @router.post(":import", status_code=201, response_model=RunImportOut, responses=error_responses(401, 403, 404, 422),
-             openapi_extra=_IMPORT_BODY, summary="Import training logs as measured runs",
+             openapi_extra=IMPORT_BODY, summary="Import training logs as measured runs",
              description="Each log (a text/plain body, or multipart/form-data files) is parsed -- Megatron-LM, "
              "Megatron-DeepSpeed, DeepSpeed or torchtitan, detected by signature lines unless `format` says -- into "
              "the run it describes: degrees, batch, ZeRO stage, recompute, precision and model shape where the log "
@@ -334,7 +231,7 @@ async def import_runs(
     notes: Annotated[str | None, Query(max_length=500, description="Said before each run's notes.")] = None,
     name: Annotated[str, Query(min_length=1, max_length=255, description="File name of a text/plain log.")] = "log",
 ) -> Response:
-    files, form = await _logs(request, name)
+    files, form = await logs_of(request, name)
     given: dict[str, Any] = {"cluster": cluster, "nodes": nodes, "model": model,
                              "format": format if format != AUTO else None, "profile_id": profile_id, "notes": notes}
     for field, value in form.items():
@@ -376,13 +273,13 @@ async def import_runs(
                 except SpecError as err:
                     refused.append(file_error(run.log.name, err))
             if refused:
-                raise _Refused(refused)
+                raise Refused(refused)
             data = [imported(row, run) for row, run in zip(rows, runs, strict=True)]
             return Answer(201, RunImportOut.model_validate({"data": data, "count": len(data)}).model_dump(mode="json"))
 
         try:
             return idem.respond(state.db, payload, create)
-        except _Refused as refused:
+        except Refused as refused:
             return JSONResponse(error_body(refused.items), status_code=422)
 
     return await in_pool(state, "write", work)
