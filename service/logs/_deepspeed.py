@@ -13,7 +13,8 @@ Line formats, from deepspeedai/DeepSpeed:
 * the throughput line, ``utils/timer.py::ThroughputTimer.stop`` every ``steps_per_print`` steps:
   ``epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=...,
   MemAllocated=...GB, MaxMemAllocated=...GB`` (samples of the global batch per second over that
-  step; GB are GiB; steps before ``start_step`` = 2 are untimed and show batch / 1e-6);
+  step; GB are GiB; steps before ``start_step`` = 2 are untimed and show batch / 1e-6); before
+  October 2022 ``0/20, RunningAvgSamplesPerSec=...`` (epoch/step, the same figures);
 * the pipeline engine's line, ``runtime/pipe/engine.py::PipelineEngine.train_batch``: ``steps: 10
   loss: 2.3456 iter time (s): 0.532 samples/sec: 120.301`` (mean over ``steps_per_print`` steps),
   and ``runtime/pipe/module.py::PipelineModule._partition_layers``' ``stage=0 layers=13`` per stage;
@@ -46,8 +47,9 @@ DS_HEADER = re.compile(r"DeepSpeedEngine configuration:")
 _LOG_PREFIX = re.compile(r"^(?:\[[^\]]*\] ?)+")
 _ENTRY = re.compile(r"^ {2}([A-Za-z_]\w*) \.*(?: (.*))?$")
 _JSON_START = re.compile(r"^ {2}json = ")
-THROUGHPUT = re.compile(r"epoch=\d+/micro_step=\d+/global_step=(\d+), RunningAvgSamplesPerSec=([^,]*), "
-                        r"CurrSamplesPerSec=([^,]*), MemAllocated=([^,]*)GB, MaxMemAllocated=([\d.]+)GB")
+THROUGHPUT = re.compile(r"(?:epoch=\d+/micro_step=\d+/global_step=|(?:^|\] )\d+/)(\d+), "
+                        r"RunningAvgSamplesPerSec=([^,]*), CurrSamplesPerSec=([^,]*), MemAllocated=([^,]*)GB, "
+                        r"MaxMemAllocated=([\d.]+)GB")
 PIPE_STEP = re.compile(r"\bsteps: (\d+) loss: \S+ .*?iter time \(s\): ([^ ]+) samples/sec: ")
 _TIMERS = re.compile(r"time \(ms\) \| fwd: ([\d.]+) \| bwd: ([\d.]+) \|.*\| step: ([\d.]+)")
 _STAGE = re.compile(r"^stage=(\d+) layers=\d+$")
