@@ -14,7 +14,7 @@ from search._error_band import error_band, within_band
 from search._errors import SpecError
 from search._memory_plan import MemoryPlan
 from search._model_spec import ModelSpec
-from search._parallel_spec import ParallelConfig, Precision, TrainingSpec
+from search._parallel_spec import ParallelConfig, Placement, Precision, TrainingSpec
 from search._predict import predict, predict_memory, stage_bound_terms
 from search._prediction import Prediction
 from search._search_result import RankedConfig
@@ -22,6 +22,7 @@ from search._space import Candidate
 from search._support import support_status
 
 ProgressFn = Callable[[int, int], None]
+DEFAULT_PLACEMENT: Placement = "tp-cp-ep-dp-pp"
 _OFFLOAD_SHARES: tuple[float, ...] = tuple(i / 20 for i in range(1, 20))
 """Shares of the optimizer states on the host a partial offload tries (steps of 5 %)."""
 
@@ -91,6 +92,11 @@ class Evaluator:
         self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
         self.fitting: dict[Candidate, MemoryPlan] = {}
         """After :meth:`scan_memory`: every candidate that fits, with its memory plan."""
+        self._threshold = 0.0
+        self._peaks: dict[tuple[Any, ...], float] = {}
+        """Peak bytes of every configuration :meth:`scan_memory` planned (for :meth:`_derive`'s estimates)."""
+        self.partial_sources: list[tuple[Candidate, MemoryPlan, tuple[str, ...]]] = []
+        """Enumerated configurations a fine-grained memory policy may improve (:meth:`derive_partials`)."""
         self.scanned = False
 
     def memory(self, cand: Candidate) -> MemoryPlan:
@@ -136,6 +142,7 @@ class Evaluator:
                 if c.sp:
                     plans[twin] = plan
             fit = self.fits(plan)
+            self._peaks[(*key, c.micro_batch)] = plan.peak_bytes
             if fit:
                 self.fitting[cand] = plan
                 fitting.append(cand)
@@ -143,9 +150,9 @@ class Evaluator:
             else:
                 failed_from[key] = min(c.micro_batch, failed_from.get(key, c.micro_batch))
                 self._remember_miss(cand, plan, order)
-            for part, part_plan in self._partials(cand, plan, fit, fits_at):
-                self.fitting[part] = part_plan
-                fitting.append(part)
+            kinds = self._partial_kinds(cand, fit, fits_at)
+            if kinds:
+                self.partial_sources.append((cand, plan, kinds))
         self.n_feasible = len(fitting)
         self.scanned = True
         return fitting
@@ -169,59 +176,108 @@ class Evaluator:
         estimate = low + (peak_low - cap) / (peak_low - peak_high) * (high - low)
         start = next((i for i, v in enumerate(grid) if v >= estimate - 1e-9), len(grid))
         for value in grid[start:start + 3]:
-            found = self._fitting(cand, build(value))
+            config = build(value)
+            if self.upper_bound_tokens_per_s(Candidate(cand.framework, config)) <= self._threshold:
+                return None  # it cannot enter the answer: no plan needed (larger settings are slower still)
+            found = self._fitting(cand, config)
             if found is not None:
                 return found
         return None
 
-    def _partials(self, cand: Candidate, plan: MemoryPlan, fit: bool,
-                  fits_at: set[tuple[Any, ...]]) -> list[tuple[Candidate, MemoryPlan]]:
-        """Fine-grained memory policies derived from one enumerated configuration (issue 18): the
-        least recomputation, optimizer offload or activation offload that makes its layout fit, which
-        is the fastest of each knob's settings for that layout (recomputing or moving more only adds
-        time). Derived only where the coarser policy below does not fit: with full recomputation when
-        neither no nor selective recomputation fits (Megatron ``--recompute-method block``); with a
-        whole optimizer offload when no offload does not fit (``--optimizer-offload-fraction``,
-        DeepSpeed ZeRO-3 ``ratio``); and activation offload where nothing is recomputed and pp = 1
+    def _partial_kinds(self, cand: Candidate, fit: bool, fits_at: set[tuple[Any, ...]]) -> tuple[str, ...]:
+        """Which fine-grained memory policies (issue 18) may improve one enumerated configuration,
+        by cheap checks only: block recomputation where full recomputation fits and neither no nor
+        selective recomputation does (Megatron ``--recompute-method block``); a partial optimizer
+        offload where a whole one fits and none does not (``--optimizer-offload-fraction``, DeepSpeed
+        ZeRO-3 ``ratio``); activation offload where nothing is recomputed, pp = 1 and it does not fit
         (``--cpu-offloading-num-layers``)."""
         c, fw = cand.config, cand.framework
-        out: list[tuple[Candidate, MemoryPlan]] = []
+        if fit and c.recompute != "full" and c.offload_optimizer != "cpu":
+            return ()  # most configurations: nothing to refine
+        if not fit and (fw != "megatron" or c.pp > 1 or c.recompute != "none"):
+            return ()
         base = (fw, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage)
         tail = (c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles, c.micro_batch)
+        kinds = []
         if (fit and c.recompute == "full" and c.recompute_layers is None and fw == "megatron"
                 and c.offload_param == "none"
                 and not any((*base, c.offload_optimizer, c.offload_param, rc, *tail) in fits_at
                             for rc in ("none", "selective"))):
+            kinds.append("recompute_layers")
+        if (fit and c.offload_optimizer == "cpu" and c.optimizer_offload_fraction == 1.0
+                and (fw == "megatron" or (fw == "deepspeed" and c.zero_stage == 3))
+                and (*base, "none", c.offload_param, c.recompute, *tail) not in fits_at):
+            kinds.append("optimizer_offload_fraction")
+        if (not fit and fw == "megatron" and c.pp == 1 and c.recompute == "none"
+                and c.activation_offload_layers == 0 and self.model.layers > 1):
+            kinds.append("activation_offload_layers")
+        return tuple(kinds)
+
+    def derive_partials(self, threshold_tokens_per_s: float) -> list[Candidate]:
+        """The least setting of each fine-grained policy that makes a source's layout fit (the
+        fastest for that layout: recomputing or moving more only adds time), for the sources of
+        :meth:`scan_memory` whose best case (:meth:`upper_bound_tokens_per_s` with one recomputed
+        layer, or the source's own bound) beats ``threshold_tokens_per_s``: the others cannot enter
+        the answer. Each derived configuration is checked against the support matrix and a real
+        memory plan; they join :attr:`fitting` (not :attr:`n_feasible`, the count of the enumerated
+        space's configurations that fit)."""
+        derived: list[Candidate] = []
+        self._threshold = threshold_tokens_per_s
+        for cand, plan, kinds in self.partial_sources:
+            c, fw = cand.config, cand.framework
+            best_case = Candidate(fw, replace(c, recompute_layers=1)) if "recompute_layers" in kinds else cand
+            if self.upper_bound_tokens_per_s(best_case) <= threshold_tokens_per_s:
+                continue
+            for part, part_plan in self._derive(cand, plan, kinds):
+                if part not in self.fitting:
+                    self.fitting[part] = part_plan
+                    derived.append(part)
+        self.partial_sources = []
+        return derived
+
+    def _derive(self, cand: Candidate, plan: MemoryPlan,
+                kinds: tuple[str, ...]) -> list[tuple[Candidate, MemoryPlan]]:
+        c, fw = cand.config, cand.framework
+        out: list[tuple[Candidate, MemoryPlan]] = []
+        key = (fw, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage)
+        tail = (c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles, c.micro_batch)
+        if "recompute_layers" in kinds:
             chunk = -(-max(c.stage_layers or (self.model.layers // c.pp,)) // c.vp)
-            if chunk > 1:
-                one = self.memory(Candidate(fw, replace(c, recompute_layers=1)))
-                found = ((Candidate(fw, replace(c, recompute_layers=1)), one) if self.fits(one) else self._smallest(
-                    cand, lambda k: replace(c, recompute_layers=int(k)), 1, chunk, one.peak_bytes, plan.peak_bytes,
-                    tuple(float(k) for k in range(2, chunk))))
+            # The peak falls affinely from no recomputation (the twin the scan planned) to every layer.
+            peak_none = self._peaks.get((*key, c.offload_optimizer, c.offload_param, "none", *tail))
+            if chunk > 1 and peak_none is not None:
+                found = self._smallest(cand, lambda k: replace(c, recompute_layers=int(k)), 0, chunk, peak_none,
+                                       plan.peak_bytes, tuple(float(k) for k in range(1, chunk)))
                 if found is not None:
                     out.append(found)
-        sources = [(cand, plan), *out] if fit else []
-        for src, src_plan in sources:
-            s = src.config
-            if (s.offload_optimizer == "cpu" and s.optimizer_offload_fraction == 1.0
-                    and (fw == "megatron" or (fw == "deepspeed" and s.zero_stage == 3))
-                    and (*base, "none", s.offload_param, c.recompute, *tail) not in fits_at):
-                half = self.memory(Candidate(fw, replace(s, optimizer_offload_fraction=0.5)))
-                # The peak rises as the share on the host falls: estimate from f = 1 (fits) and f = 0.5.
-                peak0 = src_plan.peak_bytes + 2.0 * (half.peak_bytes - src_plan.peak_bytes)
+        if "optimizer_offload_fraction" in kinds:
+            for src, src_plan in [(cand, plan), *out]:
+                s = src.config
+                # The peak rises affinely as the share on the host falls: from f = 1 (fits) to f = 0, the
+                # twin without offload (planned by the scan), else estimated from a plan at f = 0.5.
+                peak0 = self._peaks.get((*key, "none", s.offload_param, s.recompute, *tail)) \
+                    if s.recompute_layers is None else None
+                if peak0 is None:
+                    half = self.memory(Candidate(fw, replace(s, optimizer_offload_fraction=0.5)))
+                    peak0 = src_plan.peak_bytes + 2.0 * (half.peak_bytes - src_plan.peak_bytes)
                 found = self._smallest(src, partial(_with_offload_share, s), 0.0, 1.0, peak0, src_plan.peak_bytes,
                                        _OFFLOAD_SHARES)
                 if found is not None:
                     out.append(found)
-        if (not fit and fw == "megatron" and c.pp == 1 and c.recompute == "none"
-                and c.activation_offload_layers == 0 and self.model.layers > 1):
+        if "activation_offload_layers" in kinds:
             most = self.model.layers - 1
             full = self.memory(Candidate(fw, replace(c, activation_offload_layers=most)))
-            if self.fits(full):
+            if self.fits(full) and support_status(fw, full_config := replace(c, activation_offload_layers=most)) \
+                    != "refused":
                 found = self._smallest(cand, lambda n: replace(c, activation_offload_layers=int(n)), 0, most,
                                        plan.peak_bytes, full.peak_bytes, tuple(float(n) for n in range(1, most)))
-                out.append(found or (Candidate(fw, replace(c, activation_offload_layers=most)), full))
+                out.append(found or (Candidate(fw, full_config), full))
         return out
+
+    def threshold_tokens_per_s(self, band: float) -> float:
+        """The throughput a refinement must be able to beat to matter: the lower edge of the best
+        configuration's error band (whatever the top k asks, so counts and fronts do not depend on it)."""
+        return max((p.tokens_per_s for _, p, _ in self.feasible), default=0.0) * (1.0 - band)
 
     def upper_bound_tokens_per_s(self, cand: Candidate) -> float:
         """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`): m times the
@@ -266,18 +322,21 @@ class Evaluator:
 
 
 def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective: str,
-           progress: ProgressFn | None, max_visits: int | None = None, band: float = 0.0) -> None:
+           progress: ProgressFn | None, max_visits: int | None = None, band: float = 0.0,
+           known_tokens_per_s: Sequence[float] = ()) -> None:
     """Exact top-k by branch and bound: visit configurations by their optimistic throughput
     (:meth:`Evaluator.upper_bound_tokens_per_s`), best first, and stop once that bound falls
     to the k-th best throughput found (no configuration left can enter the top k). The Pareto
     objective needs every feasible point, so it visits all. With ``max_visits`` it is an anytime
     search (deterministic, unlike a deadline): it stops there with the best found so far. With
     ``band`` it also visits every configuration that may lie within that relative error of the
-    best (those :func:`rank` marks equivalent), so the equivalence set is complete too."""
+    best (those :func:`rank` marks equivalent), so the equivalence set is complete too.
+    ``known_tokens_per_s``: throughputs already timed (a second sweep over derived configurations)."""
     total = len(candidates)
     bounds = sorted(((ev.upper_bound_tokens_per_s(c), i) for i, c in enumerate(candidates)), reverse=True)
-    kth: list[float] = []  # min-heap of the k best tokens/s so far
-    best = 0.0
+    kth: list[float] = heapq.nlargest(top_k, known_tokens_per_s)  # min-heap of the k best tokens/s so far
+    heapq.heapify(kth)
+    best = max(known_tokens_per_s, default=0.0)
     step = max(1, total // 100)
     for visited, (bound, i) in enumerate(bounds, start=1):
         if objective != "pareto" and len(kth) == top_k and bound <= kth[0] and bound < best * (1.0 - band):
@@ -355,15 +414,22 @@ def _once(ordered: list[tuple[Candidate, Prediction, float]]
           ) -> tuple[list[tuple[Candidate, Prediction, float]], dict[int, list[str]]]:
     """Drop the repeats of a configuration that another runtime runs with the very same prediction
     (DeepSpeed and Megatron-DeepSpeed without model parallelism: one engine, one cost); the first
-    listed stays, with the other runtimes' names (by position) for its note."""
+    listed stays, with the other runtimes' names (by position) for its note. Placement twins with
+    the very same prediction (both orders give every group the same links) are one configuration
+    too: Megatron's default order stays."""
     kept: list[tuple[Candidate, Prediction, float]] = []
     first: dict[tuple[Any, ...], int] = {}
     also: dict[int, list[str]] = {}
     for item in ordered:
         cand, pred, _score = item
-        key = (cand.config, pred.iteration_time_s, pred.peak_memory_bytes_per_gpu)
+        key = (replace(cand.config, placement=DEFAULT_PLACEMENT), pred.iteration_time_s,
+               pred.peak_memory_bytes_per_gpu)
         if key in first:
-            also.setdefault(first[key], []).append(cand.framework)
+            at = first[key]
+            if kept[at][0].framework != cand.framework:
+                also.setdefault(at, []).append(cand.framework)
+            elif cand.config.placement == DEFAULT_PLACEMENT:
+                kept[at] = item
             continue
         first[key] = len(kept)
         kept.append(item)

@@ -33,6 +33,7 @@ from search._compute_time import (
 )
 from search._error_band import error_band
 from search._errors import SpecError
+from search._fabric import NON_BLOCKING, Fabric
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
 from search._memory_plan import MemoryPlan, plan_memory, stage_breakdowns
 from search._model_spec import ModelSpec
@@ -167,17 +168,18 @@ class MicroBatchTerms:
 def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
                        cp: int, sp: bool, micro_batch: int, recompute: str,
                        tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1,
-                       framework: str = "") -> MicroBatchTerms:
+                       framework: str = "", fabric: Fabric = NON_BLOCKING) -> MicroBatchTerms:
     """Compute, TP/CP communication and recomputation of one layer, and LM-head time, per micro-batch.
 
     They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute), not on
     dp, pp or ZeRO, so a search reuses them across thousands of configurations.
     """
-    dense, tp_fwd_s, cp_fwd_s = _dense_terms(model, gpu, node, precision, cal, tp, cp, sp, micro_batch, recompute,
+    dense, tp_fwd_s, cp_fwd_s = _dense_terms(model, gpu, node, fabric, precision, cal, tp, cp, sp, micro_batch,
+                                             recompute,
                                              tp_comm_overlap, framework)
     if model.moe is None:
         return dense
-    mt = _moe_times(model, gpu, node, precision, cal, tp, cp, sp, micro_batch, ep, etp, framework)
+    mt = _moe_times(model, gpu, node, fabric, precision, cal, tp, cp, sp, micro_batch, ep, etp, framework)
     as_layer = LayerTimes(mt.gemm_s, mt.attention_s, mt.attention_backward_s, mt.elementwise_s)
     # With SP the routed experts take their tokens from the sequence shards: only the attention (and
     # the shared experts, which run on the gathered sequence) keep their TP all-gather/reduce-scatter.
@@ -195,13 +197,14 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
 
 
 @lru_cache(maxsize=8192)
-def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
+def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric, precision: str, cal: Calibration,
+                 tp: int,
                  cp: int, sp: bool, micro_batch: int, recompute: str, tp_comm_overlap: bool,
                  framework: str) -> tuple[MicroBatchTerms, float, float]:
     """The dense layer's and the LM head's terms (what no expert degree changes), with the forward TP
     and CP times an MoE block shares: cached apart so a search's expert layouts reuse them."""
     kernels, _ = _kernels(gpu, precision, cal, framework)
-    cluster = ClusterSpec(gpu=gpu, node=node)
+    cluster = ClusterSpec(gpu=gpu, node=node, fabric=fabric)
     c = ParallelConfig(tp=tp, cp=cp, sp=sp, micro_batch=micro_batch, recompute=cast(Recompute, recompute),
                        tp_comm_overlap=tp_comm_overlap)
     tokens = micro_batch * model.seq_len / cp
@@ -227,11 +230,13 @@ def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str,
 
 
 @lru_cache(maxsize=8192)
-def _moe_times(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int, cp: int,
+def _moe_times(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric, precision: str, cal: Calibration,
+               tp: int, cp: int,
                sp: bool, micro_batch: int, ep: int, etp: int, framework: str) -> MoELayerTimes:
     """One MoE block's forward times (independent of recomputation and TP overlap: cached apart)."""
     kernels, _ = _kernels(gpu, precision, cal, framework)
-    return moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, ClusterSpec(gpu=gpu, node=node), cal)
+    cluster = ClusterSpec(gpu=gpu, node=node, fabric=fabric)
+    return moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, cluster, cal)
 
 
 def stage_micro_batch_s(terms: MicroBatchTerms, counts: tuple[int, ...], overhead_s: float,
@@ -278,7 +283,8 @@ def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelCo
     cal = calibration or default_calibration()
     c = config
     t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
-                           c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework)
+                           c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework,
+                           cluster.fabric)
     stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), microbatch_overhead_s(training.framework, c.pp, cal),
                                   stage_moe_layer_counts(model, c), stage_recompute_shares(model, c))
     slowest = max(stage_s)
@@ -343,7 +349,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     moe_counts = stage_moe_layer_counts(model, c)
 
     t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.micro_batch,
-                           c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework)
+                           c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework, cluster.fabric)
     lt = t.layer
     overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal)
     shares = stage_recompute_shares(model, c)

@@ -106,7 +106,14 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         # top k (with everything in the best one's error band) by branch and bound over those that fit.
         fitting = ev.scan_memory(candidates)
         pareto_sweep(fitting, ev)
-        sweep(fitting, ev, top_k, "throughput", progress, band=sweep_band(fitting, cluster, model.moe is not None))
+        band = sweep_band(fitting, cluster, model.moe is not None)
+        sweep(fitting, ev, top_k, "throughput", progress, band=band)
+        # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
+        derived = ev.derive_partials(ev.threshold_tokens_per_s(band))
+        if derived:
+            pareto_sweep([*fitting, *derived], ev)
+            sweep(derived, ev, top_k, "throughput", None, band=band,
+                  known_tokens_per_s=[p.tokens_per_s for _, p, _ in ev.feasible])
         study = tell_study(ev, objective, name, top_k)
     else:
         study = run_sampler(candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,
