@@ -72,7 +72,18 @@ def completions(run: CalibrationRun) -> list[ParallelConfig]:
             except SpecError:
                 continue
             out.append(config)
+            out += partial_recomputes(run, config)
     return out or [run.config]
+
+
+def partial_recomputes(run: CalibrationRun, config: ParallelConfig) -> list[ParallelConfig]:
+    """With the recomputation open and Megatron-Core running full recomputation: also the block
+    method's 1..n-1 recomputed layers per (virtual) stage (``--recompute-method block``), which a team
+    tuning for speed uses when every layer need not recompute (issue 18)."""
+    if "recompute" not in run.unknown or config.recompute != "full" or run.training.framework != "megatron":
+        return []
+    chunk = -(-max(config.stage_layers or (run.model.layers // config.pp,)) // config.vp)
+    return [replace(config, recompute_layers=k) for k in range(1, chunk)]
 
 
 @dataclass(frozen=True, slots=True)
