@@ -48,7 +48,8 @@ def add_import_parser(rsub: argparse._SubParsersAction[argparse.ArgumentParser])
                         "as POST /v1/runs:import does. " + HELP,
                         epilog="exit status: 0 every log imported; 2 a log could not be read or stored (the others "
                         "are imported; a failing file stores nothing), or bad options")
-    i.add_argument("logs", nargs="+", metavar="LOGFILE", help="training log of one run (rank 0's output)")
+    i.add_argument("logs", nargs="+", metavar="LOGFILE", help="training log of one run: the job's output "
+                   "(Megatron prints the arguments on rank 0 and the iteration lines on the last pipeline rank)")
     i.add_argument("--format", default=AUTO, choices=(AUTO, *FORMATS),
                    help="the framework that wrote the logs (default: auto, detected by signature lines)")
     i.add_argument("--cluster", required=True, metavar="NAME|FILE.json",

@@ -212,7 +212,8 @@ ImportFormat = Annotated[str, Query(pattern="^(" + "|".join(LOG_FORMATS) + ")$",
              "or a JSON cluster object) is required; `nodes` defaults to the log's world size; `model` (a preset or "
              "a JSON model object) is needed when the log does not print the shape. Each run is predicted and "
              "stored as POST /v1/runs does. A log that cannot be read is a 422 naming its file and line, and then "
-             "nothing of the request is stored.")
+             "nothing of the request is stored. Bodies above AUTOPAR_MAX_BODY_BYTES (1 MiB by default) are a 413: "
+             "raise it for long logs, or import them with `autopar runs import`.")
 async def import_runs(
     request: Request,
     _: Writer,

@@ -43,8 +43,8 @@ def detect_format(lines: Sequence[str], name: str) -> Format:
         return "deepspeed"
     raise LogParseError(name, None, "no line of a known training log: no Megatron argument dump or iteration line, "
                         "no DeepSpeed configuration or throughput line, no torchtitan metrics line",
-                        f"give the log of a run of one of: {', '.join(FORMATS)} (rank 0's output, from the start "
-                        "of the run)")
+                        f"give the log of a run of one of: {', '.join(FORMATS)} (the job's output "
+                        "from the start of the run)")
 
 
 def parse_log(text: str, *, name: str, format: str = AUTO) -> ParsedLog:

@@ -134,7 +134,7 @@ def log_lines(text: str, name: str) -> list[str]:
         if bad is not None:
             raise LogParseError(name, number, f"binary data (character {ord(bad.group()):#04x} at column "
                                 f"{bad.start() + 1}): this is not a text training log",
-                                "give the log file as the training job wrote it (stdout/stderr of rank 0), "
+                                "give the log file as the training job wrote it (its stdout and stderr), "
                                 "uncompressed")
     if not any(line.strip() for line in lines):
         raise LogParseError(name, None, "the file is empty", "give the log of a training run")
@@ -162,8 +162,9 @@ def steady_time_s(iterations: Sequence[Iteration], name: str, last_line: int) ->
     how many lines it is over; :class:`LogParseError` when no line is left."""
     if not iterations:
         raise LogParseError(name, last_line, "no iteration lines: the log ends before training logged a step",
-                            "give the log of a run that trained (or that ran out of memory: its traceback "
-                            "makes an OOM run)")
+                            "give the log of a run that trained: the job's whole output (Megatron prints "
+                            "its iteration lines on the last pipeline rank, not rank 0), or of one that ran out of "
+                            "memory (its traceback makes an OOM run)")
     warm = warmup_lines(len(iterations))
     steady = [it.time_s for it in iterations[warm:] if not it.flagged]
     if not steady:
