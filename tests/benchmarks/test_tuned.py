@@ -46,9 +46,13 @@ def test_completions_fill_every_open_field_with_every_valid_value() -> None:
     assert run.unknown == ("micro_batch", "sp", "recompute")
     assert field_values(run, "micro_batch") == (1, 2, 4, 8, 16)
     configs = completions(run)
-    assert len(configs) == 5 * 2 * 3
+    layers = run.model.layers  # pp 1: one stage; Megatron's block method recomputes 1..layers-1 of them too
+    assert len(configs) == 5 * 2 * (3 + layers - 1)
     assert {(c.micro_batch, c.sp, c.recompute) for c in configs} == {
         (b, sp, r) for b in (1, 2, 4, 8, 16) for sp in (False, True) for r in ("none", "selective", "full")}
+    partial = {c.recompute_layers for c in configs if c.recompute_layers is not None}
+    assert partial == set(range(1, layers)) and all(
+        c.recompute == "full" for c in configs if c.recompute_layers is not None)
     for c in configs:
         check_compatible(run.model, run.cluster.world_size, c, run.training)
         assert (c.dp, c.tp, c.pp, c.vp, c.cp, c.zero_stage) == (4, 2, 1, 1, 1, 0)
@@ -75,12 +79,16 @@ def test_the_fastest_feasible_completion_is_taken() -> None:
     # 48 layers at micro-batch 16: no recomputation needs ~500 GiB per GPU, full fits in 80.
     run = run_from_record(_record({"layers": 48}, recompute=None, zero_stage=1))
     assert run.unknown == ("recompute",)
-    predictions = {c.recompute: predict(run.model, run.cluster, c, run.training) for c in completions(run)}
-    assert not predictions["none"].feasible
+    predictions = {(c.recompute, c.recompute_layers): predict(run.model, run.cluster, c, run.training)
+                   for c in completions(run)}
+    assert not predictions[("none", None)].feasible
     tuned = predict_tuned(run)
     fastest = min((p for p in predictions.values() if p.feasible), key=lambda p: p.iteration_time_s)
     assert tuned.prediction == fastest and tuned.prediction.feasible
-    assert tuned.n_completions == 3
+    assert tuned.n_completions == 3 + 47  # none, selective, full, and full on 1..47 of the 48 layers
+    # The fastest is a partial recomputation: full recomputation of every layer is slower.
+    assert tuned.config.recompute_layers is not None
+    assert fastest.iteration_time_s < predictions[("full", None)].iteration_time_s
 
 
 def test_when_nothing_fits_the_fastest_completion_is_reported_infeasible() -> None:
