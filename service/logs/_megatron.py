@@ -136,6 +136,8 @@ def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
         # megatron-core: --expert-tensor-parallel-size defaults to the tensor-parallel size
         "etp": positive_int(a.get("expert_tensor_parallel_size")) or (tp if experts else 1),
         "sp": a.get("sequence_parallel") is True,
+        "tp_comm_overlap": a.get("tp_comm_overlap") is True,
+        "placement": "tp-cp-ep-pp-dp" if a.get("use_tp_pp_dp_mapping") is True else "tp-cp-ep-dp-pp",
         "global_batch": positive_int(a.get("global_batch_size")),
         "micro_batch": positive_int(a.get("micro_batch_size")),
         "zero_stage": zero,

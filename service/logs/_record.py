@@ -82,6 +82,9 @@ class ParsedLog:
     ep: int | None = None
     etp: int | None = None
     sp: bool | None = None
+    tp_comm_overlap: bool | None = None
+    placement: str | None = None
+    """Rank order of the groups: Megatron's tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping."""
     global_batch: int | None = None
     micro_batch: int | None = None
     zero_stage: int | None = None

@@ -126,8 +126,8 @@ def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any
         raise LogParseError(log.name, None, "the run trained in fp32, which autopar's cost model does not cover",
                             "import runs in bf16, fp16, fp8, mxfp8 or nvfp4")
     config: dict[str, Any] = {}
-    for key in ("dp", "tp", "pp", "vp", "cp", "sp", "ep", "etp", "micro_batch", "zero_stage", "recompute",
-                "offload_optimizer", "offload_param"):
+    for key in ("dp", "tp", "pp", "vp", "cp", "sp", "tp_comm_overlap", "placement", "ep", "etp", "micro_batch",
+                "zero_stage", "recompute", "offload_optimizer", "offload_param"):
         if getattr(log, key) is not None:
             config[key] = getattr(log, key)
     said = [f"imported from {PurePath(log.name).name} ({log.format} log)", *log.notes]

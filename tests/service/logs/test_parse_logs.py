@@ -29,6 +29,7 @@ NO_SHAPE = dict.fromkeys(("layers", "hidden", "heads", "kv_heads", "ffn", "vocab
 EXPECTED: dict[str, dict[str, Any]] = {
     "megatron_llama3-8b_tp2_pp2_dp4.log": {
         "format": "megatron", "world_size": 16, "tp": 2, "pp": 2, "vp": 1, "cp": 1, "dp": 4, "sp": True,
+        "tp_comm_overlap": True, "placement": "tp-cp-ep-dp-pp",
         "global_batch": 128, "micro_batch": 1, "zero_stage": 1, "recompute": "selective", "precision": "bf16",
         "seq_len": 8192, **LLAMA3_8B,
         # lines 20..100 (1 and 10 are warm-up): the median of 7902.4 7897.4 7920.8 7899.8 7910.0 7904.6 7894.2
@@ -44,8 +45,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "steady_iterations": 17, "iterations": 20, "peak_memory_bytes": None, "oom": False},
     "megatron_llama2-7b_dp8_oom.log": {
         "format": "megatron", "world_size": 8, "tp": 1, "dp": 8, "global_batch": 256, "micro_batch": 4,
+        "placement": "tp-cp-ep-pp-dp",
         "zero_stage": 1, "recompute": "none", "precision": "bf16", "seq_len": 4096, "kv_heads": 32, "ffn": 11008,
-        "iteration_time_s": None, "iterations": 0, "oom": True, "oom_line": 45},
+        "iteration_time_s": None, "iterations": 0, "oom": True, "oom_line": 46},
     "megatron-deepspeed_gpt-3.6b_zero1_tp2_pp2.log": {
         "format": "megatron-deepspeed", "world_size": 16, "tp": 2, "pp": 2, "dp": 4, "global_batch": 256,
         "micro_batch": 4, "zero_stage": 1, "recompute": "none", "precision": "bf16", "seq_len": 2048, "layers": 30,
@@ -150,8 +152,9 @@ def test_a_parsed_log_becomes_the_body_post_runs_takes(parsed: dict[str, ParsedL
     megatron = run_request(parsed["megatron_llama3-8b_tp2_pp2_dp4.log"], cluster={"preset": "dgx-h100"})
     assert megatron["cluster"] == {"preset": "dgx-h100", "nodes": 2}  # 16 GPUs on 8-GPU nodes
     assert megatron["framework"] == "megatron" and megatron["training"] == {"global_batch": 128, "precision": "bf16"}
-    assert megatron["config"] == {"dp": 4, "tp": 2, "pp": 2, "vp": 1, "cp": 1, "sp": True, "ep": 1, "etp": 1,
-                                  "micro_batch": 1, "zero_stage": 1, "recompute": "selective"}
+    assert megatron["config"] == {"dp": 4, "tp": 2, "pp": 2, "vp": 1, "cp": 1, "sp": True, "tp_comm_overlap": True,
+                                  "placement": "tp-cp-ep-dp-pp", "ep": 1, "etp": 1, "micro_batch": 1,
+                                  "zero_stage": 1, "recompute": "selective"}
     assert megatron["model"]["shape"] == {"name": "custom-32x4096", "seq_len": 8192, **LLAMA3_8B}
     assert megatron["iteration_time_s"] == pytest.approx(7.9024) and megatron["oom"] is False
     titan = run_request(parsed["torchtitan_llama3-70b_tp8_fp8_2026.log"], cluster={"preset": "dgx-h100"})
