@@ -36,9 +36,12 @@ function fields(c) {
     ['TP comm overlap', cfg.tp_comm_overlap ? 'on' : 'off'],
     ['Micro-batch', cfg.micro_batch],
     ['ZeRO stage', cfg.zero_stage],
-    ['Offload optimizer', cfg.offload_optimizer],
+    ['Offload optimizer', cfg.offload_optimizer === 'none' || (cfg.optimizer_offload_fraction ?? 1) >= 1
+      ? cfg.offload_optimizer : `${cfg.offload_optimizer} (${Math.round(cfg.optimizer_offload_fraction * 100)} % of the states)`],
     ['Offload parameters', cfg.offload_param],
-    ['Recompute', cfg.recompute],
+    ['Recompute', fmt.recompute(cfg)],
+    ['Activations offloaded', cfg.activation_offload_layers ? `${cfg.activation_offload_layers} layers` : 'none'],
+    ['Memory-centric tiling', (cfg.tiles ?? 1) > 1 ? `${cfg.tiles} tiles (TiledLinear in the model code)` : 'off'],
     ['Placement (innermost first)', cfg.placement ?? 'tp-cp-ep-dp-pp'],
     ['Pipeline stages', stages(c)],
   ];
@@ -73,6 +76,13 @@ export function renderDetail(body, c, { objective }) {
   const nodes = [kpis, el('p', 'explanation', c.explanation + band)];
   if (c.note) nodes.push(el('p', 'note', c.note));
   nodes.push(breakdowns(c));
+  const host = Object.entries(p.cpu_memory_breakdown_bytes ?? {}).filter(([, v]) => v > 0);
+  if (host.length) {
+    const margin = p.host_estimator_margin_bytes
+      ? `; DeepSpeed's estimator would keep ${fmt.gib(p.host_estimator_margin_bytes)} more as a safety margin` : '';
+    nodes.push(el('p', 'host-memory', `On the CPU, per node: ${host.map(([k, v]) => `${k.replaceAll('_', ' ')} `
+      + fmt.gib(v)).join(', ')}${margin}.`));
+  }
   const notes = [...(p.reasons ?? []), ...(p.warnings ?? [])];
   if (notes.length) {
     const ul = el('ul', 'notes');

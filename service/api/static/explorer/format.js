@@ -128,14 +128,27 @@ export function layout(c) {
   if (cfg.zero_stage) parts.push(`ZeRO-${cfg.zero_stage}`);
   const off = offload(cfg);
   if (off !== 'none') parts.push(`offload ${off}`);
-  if (cfg.recompute !== 'none') parts.push(`${cfg.recompute} recompute`);
+  if (cfg.recompute !== 'none') parts.push(recompute(cfg));
+  if (cfg.activation_offload_layers) parts.push(`activations of ${cfg.activation_offload_layers} layers on CPU`);
+  if ((cfg.tiles ?? 1) > 1) parts.push(`${cfg.tiles} tiles`);
   return parts.join(' ');
+}
+
+/** Recomputation with its extent: "selective recompute", "full recompute", "full recompute (4 layers/stage)". */
+export function recompute(cfg) {
+  if (cfg.recompute === 'none') return 'none';
+  const layers = cfg.recompute_layers == null ? '' : ` (${cfg.recompute_layers} layers/stage)`;
+  return `${cfg.recompute} recompute${layers}`;
 }
 
 /** Offload of optimizer / parameters: "none", "opt:cpu", "opt:nvme param:nvme". */
 export function offload(cfg) {
   const parts = [];
-  if (cfg.offload_optimizer !== 'none') parts.push(`opt:${cfg.offload_optimizer}`);
+  if (cfg.offload_optimizer !== 'none') {
+    const share = (cfg.optimizer_offload_fraction ?? 1) < 1 ? ` ${Math.round(cfg.optimizer_offload_fraction * 100)}%` : '';
+    parts.push(`opt:${cfg.offload_optimizer}${share}`);
+  }
+  if (cfg.activation_offload_layers) parts.push(`act:${cfg.activation_offload_layers} layers`);
   if (cfg.offload_param !== 'none') parts.push(`param:${cfg.offload_param}`);
   return parts.length ? parts.join(' ') : 'none';
 }
