@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from search import AutoparError, SpecError
 from service._cli_output import EXIT_BAD_INPUT, EXIT_OK, Column, print_table
-from service._spec_files import HF_PREFIX, is_spec_file, read_json_object
+from service._spec_files import HF_PREFIX, is_spec_file, load_cluster, read_json_object
 from service.logs import AUTO, FORMATS, warmup_lines
 
 if TYPE_CHECKING:
@@ -86,14 +86,25 @@ def cluster_object(arg: str, nodes: int | None) -> dict[str, Any]:
     if not is_spec_file(arg):
         out: dict[str, Any] = {"preset": arg}
     else:
-        data = read_json_object("--cluster", arg)
-        unknown = sorted(set(data) - {"gpu", "node", "num_nodes", "name"})
-        if unknown or "gpu" not in data or "node" not in data:
-            raise SpecError(f"--cluster {arg}", f"unknown key(s) {', '.join(unknown)}" if unknown else "no gpu or node",
-                            'write {"gpu": {...}, "node": {...}} (num_nodes and name optional)')
-        out = {"gpu": data["gpu"], "node": data["node"]}
-        nodes = nodes if nodes is not None else data.get("num_nodes")
+        from service.api._schemas import GPUIn, NodeIn
+
+        spec = load_cluster(arg, nodes)  # the file as predict and search read it, checked
+        out = {"gpu": _request_fields(spec.gpu, GPUIn, f"--cluster {arg} gpu"),
+               "node": _request_fields(spec.node, NodeIn, f"--cluster {arg} node")}
+        nodes = nodes if nodes is not None else read_json_object("--cluster", arg).get("num_nodes")
     return out if nodes is None else {**out, "nodes": nodes}
+
+
+def _request_fields(spec: object, schema: type[Any], where: str) -> dict[str, Any]:
+    """A GPU or node spec as the request object POST /v1/runs stores; a figure the request cannot carry
+    (set apart from its default) is refused rather than dropped, so the stored prediction is the file's."""
+    fields = {f.name: f for f in dataclasses.fields(spec) if f.init}  # type: ignore[arg-type]
+    lost = [name for name, f in fields.items() if name not in schema.model_fields
+            and getattr(spec, name) != (f.default if f.default is not dataclasses.MISSING else None)]
+    if lost:
+        raise SpecError(where, f"sets {', '.join(lost)}, which a stored run cannot carry",
+                        "leave it out of the file to import runs on this cluster")
+    return {name: getattr(spec, name) for name in fields if name in schema.model_fields}
 
 
 def _row(file: str, run: LogRun, out: dict[str, Any]) -> list[str]:

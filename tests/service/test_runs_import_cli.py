@@ -108,3 +108,22 @@ def test_the_help_documents_the_formats(autopar: Autopar) -> None:
     for words in ("megatron-deepspeed", "torchtitan", "elapsed time per iteration (ms)", "CurrSamplesPerSec",
                   "max(2, 10%)", "CUDA out of memory", "--dry-run"):
         assert words in text, words
+
+
+def test_the_cluster_and_model_may_be_json_files(autopar: Autopar, tmp_path: Path) -> None:
+    from search import cluster_preset, model_preset
+    from service._spec_files import spec_dict
+
+    h100 = cluster_preset("dgx-h100", 1)
+    cluster = tmp_path / "our-h100.json"
+    cluster.write_text(json.dumps({"gpu": spec_dict(h100.gpu), "node": spec_dict(h100.node)}))
+    model = tmp_path / "our-8b.json"
+    model.write_text(json.dumps({**spec_dict(model_preset("llama3-8b")), "name": "our-8b"}))
+    code, out, err = autopar("runs", "import", TITAN, "--cluster", str(cluster), "--model", str(model), "--dry-run",
+                             "--json")
+    assert code == 0, err
+    [record] = json.loads(out)
+    assert record["run"]["cluster"]["nodes"] == 1 and record["run"]["cluster"]["gpu"]["name"] == h100.gpu.name
+    assert record["run"]["model"]["shape"]["name"] == "our-8b" and record["run"]["model"]["shape"]["seq_len"] == 8192
+    code, _, err = autopar("runs", "import", TITAN, "--cluster", str(cluster), "--nodes", "2", "--dry-run")
+    assert code == 2 and "the run used 8 GPUs, the cluster has 2 node(s) of 8 GPUs" in err
