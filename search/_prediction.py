@@ -98,7 +98,7 @@ class Prediction:
             for name, value in self.cpu_memory_breakdown_bytes.items():
                 if value > 0:
                     lines.append(f"  {name:<22} {value / GiB:10.2f} GiB")
-            if self.host_estimator_margin_bytes:
+            if self.host_estimator_margin_bytes and "safety_margin" not in self.cpu_memory_breakdown_bytes:
                 lines.append(f"  (DeepSpeed's estimator would add {self.host_estimator_margin_bytes / GiB:.1f} GiB "
                              "of safety margin: --host-safety-factor 1.5)")
         if self.nvme_bytes_per_node:

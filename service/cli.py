@@ -34,7 +34,7 @@ from search import (
 )
 from search._fabric import fabric_dict
 from search._model_presets import MODEL_PRESETS
-from search._parallel_spec import FRAMEWORKS, OFFLOADS, PRECISIONS, RECOMPUTES
+from search._parallel_spec import FRAMEWORKS, OFFLOADS, PLACEMENTS, PRECISIONS, RECOMPUTES
 from service._admin_cli import add_admin_parsers
 from service._calibrate_cli import CALIBRATION_HELP, add_calibrate_parser, cli_calibration
 from service._cli_output import (
@@ -100,6 +100,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offload-param", default="none", choices=OFFLOADS,
                    help="parameter offload, ZeRO-3 only (default: none)")
     p.add_argument("--recompute", default="none", choices=RECOMPUTES, help="activation recomputation (default: none)")
+    p.add_argument("--offload-fraction", type=float, default=1.0, metavar="F",
+                   help="share of the optimizer states on the CPU with --offload-optimizer cpu (Megatron "
+                        "--optimizer-offload-fraction, DeepSpeed ZeRO-3 ratio; default: 1, all)")
+    p.add_argument("--recompute-layers", type=int, metavar="N",
+                   help="with --recompute full: layers recomputed per (virtual) pipeline stage (Megatron "
+                        "--recompute-method block; default: every layer)")
+    p.add_argument("--activation-offload-layers", type=int, default=0, metavar="N",
+                   help="layers whose activations go to the CPU (Megatron --cpu-offloading-num-layers; pp 1, "
+                        "no recomputation; default: 0)")
+    p.add_argument("--tiles", type=int, default=1, metavar="N",
+                   help="memory-centric tiling, DeepSpeed ZeRO-3 with TiledLinear in the model code (default: 1, off)")
+    p.add_argument("--placement", default="tp-cp-ep-dp-pp", choices=PLACEMENTS,
+                   help="order of the groups on the ranks, innermost first (default: Megatron's tp-cp-ep-dp-pp)")
+    p.add_argument("--host-safety-factor", type=float, default=1.0, metavar="F",
+                   help="keep this multiple of the offloaded states' host memory free (default: 1, what the runtime "
+                        "allocates; 1.5 is DeepSpeed's estimator margin)")
     p.add_argument("--global-batch", type=int, required=True, metavar="N", help="sequences per optimizer step")
     p.add_argument("--precision", default="bf16", choices=PRECISIONS, help="mixed precision (default: bf16)")
     p.add_argument("--framework", default="megatron", choices=FRAMEWORKS, help="training runtime (default: megatron)")
@@ -140,7 +156,9 @@ def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig
         dp=1 if args.dp is None else args.dp, tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, sp=args.sp,
         micro_batch=args.micro_batch, zero_stage=args.zero_stage, offload_optimizer=args.offload_optimizer,
         offload_param=args.offload_param, recompute=args.recompute, tp_comm_overlap=args.tp_comm_overlap,
-        stage_layers=args.stage_layers,
+        stage_layers=args.stage_layers, optimizer_offload_fraction=args.offload_fraction,
+        recompute_layers=args.recompute_layers, activation_offload_layers=args.activation_offload_layers,
+        tiles=args.tiles, placement=args.placement,
     )
     # The expert degrees fold into tp*cp*dp: set them once dp is known.
     experts = {"ep": args.ep, "etp": args.etp}
@@ -165,7 +183,17 @@ def describe(model: ModelSpec, cluster: ClusterSpec, c: ParallelConfig, t: Train
             f"{cluster.world_size} GPUs: dp={c.dp} tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp}"
             f"{f' ep={c.ep} etp={c.etp}' if model.moe is not None else ''}"
             f"{' sp' if c.sp else ''} micro-batch={c.micro_batch} global-batch={t.global_batch} "
-            f"zero={c.zero_stage}{offload} recompute={c.recompute} {t.precision} {t.framework}")
+            f"zero={c.zero_stage}{offload} recompute={c.recompute}{_policies(c)} {t.precision} {t.framework}")
+
+
+def _policies(c: ParallelConfig) -> str:
+    """The fine-grained memory policies and the placement, when they are not the defaults."""
+    parts = [f" offload-fraction={c.optimizer_offload_fraction:g}" if c.optimizer_offload_fraction < 1 else "",
+             f" recompute-layers={c.recompute_layers}" if c.recompute_layers is not None else "",
+             f" activation-offload-layers={c.activation_offload_layers}" if c.activation_offload_layers else "",
+             f" tiles={c.tiles}" if c.tiles > 1 else "",
+             f" placement={c.placement}" if c.placement != "tp-cp-ep-dp-pp" else ""]
+    return "".join(parts)
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -180,7 +208,8 @@ def _predict(args: argparse.Namespace) -> int:
     config = parallel_config(args, cluster.world_size)
     training = TrainingSpec(global_batch=args.global_batch, precision=args.precision, framework=args.framework)
     chosen = cli_calibration(args.calibration, cluster.name)
-    prediction = predict(model, chosen.apply(cluster), config, training, chosen.calibration)
+    prediction = predict(model, chosen.apply(cluster), config, training, chosen.calibration,
+                         host_safety_factor=args.host_safety_factor)
     if notes:
         prediction = dataclasses.replace(prediction, warnings=prediction.warnings + notes)
     if args.json:
