@@ -93,6 +93,8 @@ def multipart(content_type: str, body: bytes) -> tuple[list[tuple[str, bytes]], 
         payload = part.get_payload(decode=True)
         data = payload if isinstance(payload, bytes) else b""
         filename = part.get_filename()
+        if filename == "" and not data:  # a form's file input left empty
+            continue
         if filename is not None:
             files.append((filename, data))
         elif field in _DEFAULTS:

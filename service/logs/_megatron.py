@@ -16,7 +16,8 @@ Line formats, from the frameworks' source:
 * the iteration line, ``megatron/training/training.py::training_log``: `` [2025-04-13 23:41:12]
   iteration       10/    1000 | consumed samples:          160 | elapsed time per iteration (ms):
   1147.6 | ... | global batch size:    16 | ... | number of skipped iterations:   0 | number of nan
-  iterations:   0 |`` (no timestamp before 2024; Megatron-DeepSpeed's ``megatron/training.py::
+  iterations:   0 |`` (lines whose global batch is not the run's, under ``--rampup-batch-size``,
+  are not steady state; no timestamp before 2024; Megatron-DeepSpeed's ``megatron/training.py::
   training_log`` adds ``consumed tokens:``, ``samples per second:`` and ``TFLOPs:``). The time is the
   mean over the log interval;
 * the memory line, ``megatron/training/utils.py::report_memory`` (printed after the first logged
@@ -26,6 +27,7 @@ Line formats, from the frameworks' source:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -189,10 +191,12 @@ def parse_megatron(lines: Sequence[str], name: str, fmt: Format = "megatron") ->
     for number, line in enumerate(lines, 1):
         it = _iteration(line, number, name)
         if it is not None:
-            iterations.append(it)
             batch = _BATCH.search(line)
-            if batch is not None and "global_batch" not in fields:
+            if batch is not None and fields.get("global_batch") is None:
                 fields["global_batch"] = int(batch.group(1))
+            elif batch is not None and int(batch.group(1)) != fields["global_batch"]:
+                it = dataclasses.replace(it, flagged=True)  # --rampup-batch-size: not yet the run's batch
+            iterations.append(it)
             continue
         memory = _MEMORY.search(line)
         if memory is not None:

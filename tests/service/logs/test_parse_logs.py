@@ -175,3 +175,16 @@ def test_what_the_log_does_not_print_or_contradicts_is_refused_naming_the_file(p
     with pytest.raises(ValueError, match=r"the log's model is not llama2-13b: it has layers 32 \(the model has 40\)"):
         run_request(parsed["megatron_llama3-8b_tp2_pp2_dp4.log"], cluster={"preset": "dgx-h100"},
                     model={"preset": "llama2-13b"})
+
+
+def test_batch_ramp_up_lines_are_not_steady_state(parsed: dict[str, ParsedLog]) -> None:
+    name = "megatron_gpt-1.7b_tp2_fp16.log"
+    lines = (DATA / name).read_text().splitlines()
+    for i, line in enumerate(lines):  # --rampup-batch-size: iterations 30 and 40 ran 32 of the 64 sequences
+        if "iteration       30/" in line or "iteration       40/" in line:
+            lines[i] = line.replace("global batch size:    64", "global batch size:    32")
+    ramped = parse_log("\n".join(lines), name=name)
+    assert (ramped.global_batch, ramped.steady_iterations) == (64, parsed[name].steady_iterations - 2)
+    assert ramped.iteration_time_s == pytest.approx(statistics.median(
+        [1009.7, 1013.1, 1010.2, 1007.6, 1011.0, 1009.1, 1012.4, 1008.8, 1010.5, 1009.9, 1011.7, 1010.8, 1008.1, 1012.9,
+         1009.4]) / 1000)
