@@ -90,7 +90,7 @@ def cli_calibration(requested: str | None, cluster: str) -> Chosen:
     from service._db_access import current_database, reachable
 
     if requested == PUBLISHED:
-        return choose_published()
+        return choose_published(defaulted=False)
     try:
         _, db = current_database()
     except AutoparError:
@@ -98,7 +98,7 @@ def cli_calibration(requested: str | None, cluster: str) -> Chosen:
             raise SpecError("--calibration", f"no database holds calibration {requested!r}",
                             "set AUTOPAR_DATABASE_URL or AUTOPAR_DATA_DIR to the service's, or drop "
                             "--calibration") from None
-        return choose_published()
+        return choose_published(defaulted=True)
     try:
         with reachable(db):
             chosen: Chosen = choose(db, calibration_id=requested, cluster=cluster, profile_id=None,
@@ -108,8 +108,8 @@ def cli_calibration(requested: str | None, cluster: str) -> Chosen:
     return chosen
 
 
-def choose_published() -> Chosen:
+def choose_published(*, defaulted: bool) -> Chosen:
     from search import default_calibration
     from service._calibrations import PUBLISHED, Chosen
 
-    return Chosen(default_calibration(), PUBLISHED, None)
+    return Chosen(default_calibration(), PUBLISHED, None, defaulted=defaulted)

@@ -191,6 +191,8 @@ class Chosen:
                 "defaulted": self.defaulted, "gpu_rate_scale": self.gpu_rate_scale}
 
     def note(self) -> str:
+        if self.id == PUBLISHED and not self.defaulted:
+            return "calibration: published (as requested: the constants fitted on published runs)"
         if self.id == PUBLISHED:
             return ("calibration: published (the constants fitted on published runs; no calibration of this cluster "
                     "is stored: `autopar calibrate` fits one)")
@@ -224,7 +226,7 @@ def choose(db: Database, *, calibration_id: str | None, cluster: str | None, pro
         else:
             row = store.latest(s, cluster_name=cluster, profile_id=profile_id)
     if row is None:
-        return Chosen(default_calibration(), PUBLISHED, None)
+        return Chosen(default_calibration(), PUBLISHED, None, defaulted=True)
     return from_row(row, defaulted=calibration_id is None)
 
 
@@ -234,10 +236,12 @@ def from_row(row: ClusterCalibration, *, defaulted: bool = False) -> Chosen:
 
 
 def from_stored(doc: dict[str, Any] | None) -> Chosen:
-    """A search's stored :meth:`Chosen.stored` (published when the search predates calibrations)."""
-    if not doc or doc.get("id") in (None, PUBLISHED):
-        return Chosen(default_calibration(), PUBLISHED, None)
-    return Chosen(calibration_from_dict(doc["constants"]), str(doc["id"]), doc.get("cv_mape"), doc.get("cluster"),
+    """A search's stored :meth:`Chosen.stored`, its constants exactly as stored (the published ones of
+    this autopar when the search predates calibrations)."""
+    if not doc:
+        return Chosen(default_calibration(), PUBLISHED, None, defaulted=True)
+    cal = calibration_from_dict(doc["constants"]) if doc.get("constants") else default_calibration()
+    return Chosen(cal, str(doc.get("id") or PUBLISHED), doc.get("cv_mape"), doc.get("cluster"),
                   doc.get("n_runs"), bool(doc.get("defaulted")), float(doc.get("gpu_rate_scale", 1.0)))
 
 

@@ -40,7 +40,7 @@ def test_a_calibration_is_fitted_stored_listed_and_used_by_predict(client: TestC
     spec = {"model": MODEL, "cluster": CLUSTER, "training": {"global_batch": 64}, "config": {"tp": 2}}
     before = client.post("/v1/predict", json=spec).json()
     assert before["calibration"] == {"id": "published", "cv_mape": None, "cluster": None, "n_runs": None,
-                                     "defaulted": False, "gpu_rate_scale": 1.0}
+                                     "defaulted": True, "gpu_rate_scale": 1.0}
 
     r = client.post("/v1/calibrations", json={"cluster": "dgx-a100-80gb", "k": 3}, headers=auth)
     assert r.status_code == 201, r.text
@@ -61,7 +61,7 @@ def test_a_calibration_is_fitted_stored_listed_and_used_by_predict(client: TestC
     assert after["calibration"]["cv_mape"] == cal.cv_mape_after
     assert after["prediction"]["iteration_time_s"] > before["prediction"]["iteration_time_s"] * 1.1
     published = client.post("/v1/predict", json={**spec, "calibration_id": "published"}).json()
-    assert published["calibration"]["id"] == "published"
+    assert published["calibration"]["id"] == "published" and published["calibration"]["defaulted"] is False
     assert published["prediction"] == before["prediction"]
     named = client.post("/v1/predict", json={**spec, "calibration_id": cal.id}).json()
     assert named["calibration"]["defaulted"] is False and named["prediction"] == after["prediction"]
