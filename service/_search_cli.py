@@ -75,6 +75,12 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--min-headroom", metavar="GiB|PCT%", type=_headroom,
                    help="GPU memory every ranked configuration must leave free: GiB (e.g. 4) or a share of the "
                         "GPU (e.g. 10%%)")
+    p.add_argument("--allow-tiling", action="store_true",
+                   help="also rank DeepSpeed ZeRO-3 with memory-centric tiling (the model code must use "
+                        "deepspeed.zero.TiledLinear)")
+    p.add_argument("--host-safety-factor", type=float, default=1.0, metavar="F",
+                   help="keep this multiple of the offloaded states' host memory free (default: 1; 1.5 is "
+                        "DeepSpeed's estimator margin)")
     p.add_argument("--allow-untested", action="store_true",
                    help="also rank combinations the runtime accepts but has never been shown to run")
     p.add_argument("--versus", action="append", metavar="NAME|FILE.json[@R:1]",
@@ -215,7 +221,8 @@ def run_search(args: argparse.Namespace) -> int:
                           timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour,
                           storage=args.storage, study_name=study_name, progress=bar,
                           min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
-                          allow_untested=args.allow_untested, calibration=chosen.calibration)
+                          allow_untested=args.allow_untested, calibration=chosen.calibration,
+                          allow_tiling=args.allow_tiling, host_safety_factor=args.host_safety_factor)
 
     if args.versus:
         if node_counts is not None and len(node_counts) > 1:
@@ -232,7 +239,8 @@ def run_search(args: argparse.Namespace) -> int:
                     objective=args.objective, top_k=args.top, seed=args.seed, n_trials=args.trials,
                     timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour, progress=bar,
                     min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
-                    allow_untested=args.allow_untested)))
+                    allow_untested=args.allow_untested, allow_tiling=args.allow_tiling,
+                    host_safety_factor=args.host_safety_factor)))
         if args.json:
             print(json.dumps([_versus_row(spec, cluster, r) for spec, cluster, r in answers], indent=2))
         else:

@@ -192,6 +192,9 @@ class PredictIn(BaseModel):
     config: ConfigIn = ConfigIn()
     calibration_id: Id | None = Field(default=None, description="A stored calibration (GET /v1/calibrations) or "
                                       "'published'; default: the cluster's (or profile's) latest, else published.")
+    host_safety_factor: float = Field(default=1.0, ge=1.0, le=4.0, allow_inf_nan=False,
+                                      description="Keep this multiple of the offloaded states' host memory free: 1 "
+                                      "requires what the runtime allocates, 1.5 DeepSpeed's estimator margin.")
 
 
 class PredictOut(BaseModel):

@@ -77,7 +77,8 @@ def _finite(value: object) -> bool:
 
 
 def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework: Runtime, config: ConfigIn,
-             db: Database, calibration: Calibration | None = None, gpu_rate_scale: float = 1.0) -> Evaluated:
+             db: Database, calibration: Calibration | None = None, gpu_rate_scale: float = 1.0,
+             host_safety_factor: float = 1.0) -> Evaluated:
     """Resolve and predict with ``calibration`` (default: the published constants) and the GPU rates
     scaled by ``gpu_rate_scale`` (a cluster calibration's); every invalid combination raises
     SpecError (-> 422 naming the request field)."""
@@ -88,7 +89,8 @@ def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework
         config_s = parallel_config(config, cluster_s.world_size)
         training_s = TrainingSpec(global_batch=training.global_batch, precision=training.precision,
                                   framework=framework)
-        prediction = predict(model_s, cluster_s, config_s, training_s, calibration)
+        prediction = predict(model_s, cluster_s, config_s, training_s, calibration,
+                             host_safety_factor=host_safety_factor)
     except UnknownPresetError as err:  # cluster presets are looked up as "node" presets
         kind, known = ("model", err.known) if err.kind == "model" else ("cluster", list(CLUSTER_PRESETS))
         raise SpecError(f"{kind}.preset", f"unknown {kind} preset {err.name!r}",
@@ -117,7 +119,7 @@ def predict_one(body: PredictIn, _: Reader, state: State) -> dict[str, Any]:
     chosen = choose(state.db, calibration_id=body.calibration_id, cluster=cluster_name(body.cluster.model_dump()),
                     profile_id=body.cluster.profile_id)
     ev = evaluate(body.model, body.cluster, body.training, body.framework, body.config, state.db, chosen.calibration,
-                  chosen.gpu_rate_scale)
+                  chosen.gpu_rate_scale, body.host_safety_factor)
     return {"model": ev.model.name, "cluster": ev.cluster.name, "num_nodes": ev.cluster.num_nodes,
             "world_size": ev.cluster.world_size, "framework": ev.training.framework,
             "config": dataclasses.asdict(ev.config), "profile_id": body.cluster.profile_id,

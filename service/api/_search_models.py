@@ -69,6 +69,11 @@ class SearchIn(_In):
     allow_untested: bool = Field(default=False, description="Also rank combinations the runtime's parser accepts "
                                  "but that no documentation, test or published run shows running (marked in "
                                  "each prediction's warnings).")
+    allow_tiling: bool = Field(default=False, description="Also rank DeepSpeed ZeRO-3 with memory-centric tiling "
+                               "(the model code must build its linear layers with deepspeed.zero.TiledLinear).")
+    host_safety_factor: float = Field(default=1.0, ge=1.0, le=4.0, allow_inf_nan=False,
+                                      description="Keep this multiple of the offloaded states' host memory free: 1 "
+                                      "requires what the runtime allocates, 1.5 DeepSpeed's estimator margin.")
     calibration_id: str | None = Field(default=None, min_length=1, max_length=32,
                                        description="The cost model's constants: a stored calibration (GET "
                                        "/v1/calibrations) or 'published'; default: the cluster's (or profile's) "

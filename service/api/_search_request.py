@@ -107,6 +107,7 @@ class ResolvedSearch:
                "budget": b.budget.model_dump(mode="json"),
                "price_per_gpu_hour": b.price_per_gpu_hour if b.objective == "cost" else None,
                "min_headroom_gib": b.min_headroom_gib, "allow_untested": b.allow_untested,
+               "allow_tiling": b.allow_tiling, "host_safety_factor": b.host_safety_factor,
                "calibration": self.calibration.fingerprint(), "autopar_version": autopar_version}
         text = json.dumps(key, sort_keys=True, separators=(",", ":"), allow_nan=False)
         return hashlib.sha256(text.encode()).hexdigest()
@@ -118,6 +119,7 @@ class ResolvedSearch:
                 "top_k": b.top, "seed": b.budget.seed, "n_trials": b.budget.n_trials,
                 "timeout_s": b.budget.timeout_s, "price_per_gpu_hour": b.price_per_gpu_hour,
                 "min_headroom_bytes": b.min_headroom_gib * 2**30, "allow_untested": b.allow_untested,
+                "allow_tiling": b.allow_tiling, "host_safety_factor": b.host_safety_factor,
                 "calibration": self.calibration.calibration}
 
 
