@@ -155,15 +155,15 @@ def parse_torchtitan(lines: Sequence[str], name: str) -> ParsedLog:
             pp, dp_replicate, dp_shard, cp, tp, ep, etp = (int(g) if g else 1 for g in m.groups())
             fields.update(pp=pp, dp=dp_replicate * dp_shard, cp=cp, tp=tp, ep=ep, etp=etp,
                           world_size=pp * dp_replicate * dp_shard * cp * tp)
-            if dp_shard == 1:
-                fields["zero_stage"] = 0  # DDP: no parameter sharding
+            if dp_shard == 1 and dp_replicate > 1:
+                fields["zero_stage"] = 0  # DDP: replicas without sharding (one replica: ZeRO-3 over 1 rank, the same)
         elif (m := OLD_MESH.search(line)) is not None:
             sizes = dict(zip((n.strip(" '") for n in m.group(1).split(",")), (int(v) for v in m.group(2).split(",")),
                              strict=False))
             dp = sizes.get("dp_replicate", 1) * sizes.get("dp_shard", 1) * sizes.get("dp", 1)
             tp, pp, cp = sizes.get("tp", 1), sizes.get("pp", 1), sizes.get("cp", 1)
             fields.update(pp=pp, dp=dp, cp=cp, tp=tp, ep=1, etp=1, world_size=pp * dp * cp * tp)
-            if sizes.get("dp_shard", 1) == 1 and sizes.get("dp", 1) == 1:
+            if sizes.get("dp_shard", 1) == 1 and sizes.get("dp", 1) == 1 and dp > 1:
                 fields["zero_stage"] = 0
         elif (m := _BATCH_2025.search(line)) is not None:
             local, global_batch, seq = (int(g) for g in m.groups())
