@@ -20,7 +20,8 @@ Line formats, from deepspeedai/DeepSpeed:
   and ``runtime/pipe/module.py::PipelineModule._partition_layers``' ``stage=0 layers=13`` per stage;
 * with ``wall_clock_breakdown``, ``utils/timer.py::SynchronizedWallClockTimer.log``: ``[Rank 0]
   time (ms) | fwd: ... | bwd: ... | bwd_inner: ... | bwd_allreduce: ... | step: ...`` (the global
-  timers of ``runtime/engine.py::EngineTimers``), whose fwd + bwd + step is a step's time;
+  timers of ``runtime/engine.py::EngineTimers``; ``forward``/``backward`` before 2021), whose
+  fwd + bwd + step is a step's time, or a ``train_batch`` timer (the pipeline engine's), a step's time;
 * fp16 overflows, ``runtime/fp16/loss_scaler.py``: ``[deepspeed] OVERFLOW! Rank 0 Skipping step.``,
   and ``runtime/engine.py::_report_progress``: ``step=10, skipped=1, lr=[...], mom=[...]``.
 """
@@ -51,7 +52,8 @@ THROUGHPUT = re.compile(r"(?:epoch=\d+/micro_step=\d+/global_step=|(?:^|\] )\d+/
                         r"RunningAvgSamplesPerSec=([^,]*), CurrSamplesPerSec=([^,]*), MemAllocated=([^,]*)GB, "
                         r"MaxMemAllocated=([\d.]+)GB")
 PIPE_STEP = re.compile(r"\bsteps: (\d+) loss: \S+ .*?iter time \(s\): ([^ ]+) samples/sec: ")
-_TIMERS = re.compile(r"time \(ms\) \| fwd: ([\d.]+) \| bwd: ([\d.]+) \|.*\| step: ([\d.]+)")
+_TIMERS = re.compile(r"time \(ms\) \| (?:fwd|forward): ([\d.]+) \| (?:bwd|backward): ([\d.]+) \|.*\| step: ([\d.]+)")
+_TRAIN_BATCH = re.compile(r"time \(ms\) \|(?:.*\|)? train_batch: ([\d.]+)")
 _STAGE = re.compile(r"^stage=(\d+) layers=\d+$")
 _OVERFLOW = re.compile(r"OVERFLOW! Rank \d+ Skipping step|\bstep=\d+, skipped=(\d+),")
 _OFFLOAD = re.compile(r"offload_(optimizer|param)=\w*\(device=[^,)]*?'?(cpu|nvme)'?[>,)]")
@@ -147,7 +149,7 @@ def parse_deepspeed(lines: Sequence[str], name: str) -> ParsedLog:
             time_s = batch / samples_per_s
             throughput.append(Iteration(number, int(m.group(1)), time_s, overflow or time_s < _UNTIMED_S))
             overflow = False
-        elif (m := _TIMERS.search(message)) is not None:
+        elif (m := _TIMERS.search(message) or _TRAIN_BATCH.search(message)) is not None:
             ms = sum(float(g) for g in m.groups())
             timers.append(Iteration(number, len(timers) + 1, ms / 1000.0, overflow))
             overflow = False
@@ -157,7 +159,7 @@ def parse_deepspeed(lines: Sequence[str], name: str) -> ParsedLog:
             overflow = overflow or m.group(1) is None or int(m.group(1)) > 0
     iterations = pipe or throughput or timers
     source = ("the pipeline engine's 'iter time (s)'" if pipe else "ThroughputTimer's CurrSamplesPerSec" if throughput
-              else "the fwd + bwd + step wall-clock timers")
+              else "the wall-clock timers (fwd + bwd + step, or train_batch)")
     oom_line = first_oom(lines)
     time_s, steady = None, 0
     if oom_line is None:

@@ -188,3 +188,14 @@ def test_batch_ramp_up_lines_are_not_steady_state(parsed: dict[str, ParsedLog]) 
     assert ramped.iteration_time_s == pytest.approx(statistics.median(
         [1009.7, 1013.1, 1010.2, 1007.6, 1011.0, 1009.1, 1012.4, 1008.8, 1010.5, 1009.9, 1011.7, 1010.8, 1008.1, 1012.9,
          1009.4]) / 1000)
+
+
+def test_deepspeeds_older_timer_names_and_a_train_batch_timer_give_the_same_time(parsed: dict[str, ParsedLog]) -> None:
+    name = "deepspeed_zero3_offload_timers.log"
+    text = (DATA / name).read_text()
+    older = text.replace("| fwd: ", "| forward: ").replace("| bwd: ", "| backward: ")  # DeepSpeed 2020
+    assert parse_log(older, name=name).iteration_time_s == pytest.approx(parsed[name].iteration_time_s)
+    lines = [line for line in text.splitlines() if "| fwd: " not in line]
+    lines += [f"[Rank 0] time (ms) | train_batch: {ms:.2f} | batch_input: 0.91" for ms in (9000.0, 3200.0, 3150.5,
+                                                                                          3170.0, 3160.0)]
+    assert parse_log("\n".join(lines), name=name).iteration_time_s == pytest.approx(3.160)
