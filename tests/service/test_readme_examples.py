@@ -67,7 +67,9 @@ def test_readme_example(argv: list[str], tmp_path: Path, monkeypatch: pytest.Mon
             assert json.loads(out)["feasible"] is True
         else:  # "one line naming the model, the cluster and the configuration ... and feasible"
             lines = out.splitlines()
-            assert lines[0].startswith(f"{argv[argv.index('--model') + 1]} on ") and lines[-1] == "feasible"
+            model = argv[argv.index("--model") + 1]
+            name = Path(model).stem if model.endswith(".json") else model  # a model file's name is its stem
+            assert lines[0].startswith(f"{name} on ") and lines[-1] == "feasible"
     if argv[0] == "search":
         assert "NO FEASIBLE" not in out
         if "--json" in argv:
