@@ -42,12 +42,16 @@ from service.logs._record import (
     literal,
     positive_int,
     steady_time_s,
+    without_launcher_prefix,
 )
 
 DS_HEADER = re.compile(r"DeepSpeedEngine configuration:")
 _LOG_PREFIX = re.compile(r"^(?:\[[^\]]*\] ?)+")
 _ENTRY = re.compile(r"^ {2}([A-Za-z_]\w*) \.*(?: (.*))?$")
 _JSON_START = re.compile(r"^ {2}json = ")
+_LOGGED_ENTRY = re.compile(r"\] {3}([A-Za-z_]\w*) \.*(?: (.*))?$")
+_LOGGED_JSON_START = re.compile(r"\] {3}json = ")
+"""The same behind a prefix before the logger's (a log collector's timestamp): found after the logger's ``]``."""
 THROUGHPUT = re.compile(r"(?:epoch=\d+/micro_step=\d+/global_step=|(?:^|\] )\d+/)(\d+), "
                         r"RunningAvgSamplesPerSec=([^,]*), CurrSamplesPerSec=([^,]*), MemAllocated=([^,]*)GB, "
                         r"MaxMemAllocated=([\d.]+)GB")
@@ -63,7 +67,7 @@ _UNTIMED_S = 1e-5
 
 def _message(line: str) -> str:
     """The message of a DeepSpeed logger line (``[time] [INFO] [file:line:func] message``)."""
-    return _LOG_PREFIX.sub("", line, count=1)
+    return _LOG_PREFIX.sub("", without_launcher_prefix(line), count=1)
 
 
 def _enabled(value: Value) -> bool:
@@ -80,9 +84,9 @@ def deepspeed_config(lines: Sequence[str], name: str) -> dict[str, Any]:
     found: dict[str, Value] = {}
     for i in range(start + 1, len(lines)):
         message = _message(lines[i])
-        if _JSON_START.match(message):
+        if _JSON_START.match(message) or _LOGGED_JSON_START.search(lines[i]):
             break
-        entry = _ENTRY.match(message)
+        entry = _ENTRY.match(message) or _LOGGED_ENTRY.search(lines[i])
         if entry is not None:
             found[entry.group(1)] = literal(entry.group(2) or "")
     else:

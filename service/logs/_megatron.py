@@ -50,6 +50,8 @@ from service.logs._record import (
 ARGS_HEADER = re.compile(r"-{8,} arguments -{8,}")
 ARGS_END = re.compile(r"-{8,} end of arguments -{8,}")
 _ENTRY = re.compile(r"^ {2}([A-Za-z_]\w*) \.*(?: (.*))?$")
+_PREFIXED_ENTRY = re.compile(r"\s([A-Za-z_]\w*) \.{2,}(?: (.*))?$")
+"""An entry behind a prefix the launcher or a log collector added (a timestamp): found by its dots."""
 ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(?:\d+|infinity)\s*\|")
 _ELAPSED = re.compile(r"\| elapsed time per iteration \(ms\): ([^|]*)\|")
 _SKIPPED = re.compile(r"\| number of skipped iterations:\s*(\d+)")
@@ -77,7 +79,7 @@ def argument_dump(lines: Sequence[str], name: str) -> dict[str, tuple[Value, int
                 raise LogParseError(name, i + 1, f"the argument dump that starts at line {start + 1} is empty",
                                     _FIX_DUMP)
             return found
-        entry = _ENTRY.match(line)
+        entry = _ENTRY.match(line) or _PREFIXED_ENTRY.search(line)
         if entry is not None:
             found[entry.group(1)] = (literal(entry.group(2) or ""), i + 1)
     raise LogParseError(name, len(lines), f"the log ends inside the argument dump that starts at line {start + 1} "

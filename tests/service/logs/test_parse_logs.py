@@ -199,3 +199,12 @@ def test_deepspeeds_older_timer_names_and_a_train_batch_timer_give_the_same_time
     lines += [f"[Rank 0] time (ms) | train_batch: {ms:.2f} | batch_input: 0.91" for ms in (9000.0, 3200.0, 3150.5,
                                                                                           3170.0, 3160.0)]
     assert parse_log("\n".join(lines), name=name).iteration_time_s == pytest.approx(3.160)
+
+
+@pytest.mark.parametrize("prefix", ["0: ", "[default0]:", "2025-06-01T10:00:00.123456Z stdout F "])
+@pytest.mark.parametrize("name", ["megatron_llama3-8b_tp2_pp2_dp4.log",
+                                  "megatron-deepspeed_llama2-7b_zero3_offload.log", "deepspeed_zero2_bf16_16gpu.log"])
+def test_lines_behind_a_launchers_prefix_read_the_same(name: str, prefix: str, parsed: dict[str, ParsedLog]) -> None:
+    """srun --label, torchrun --tee and a container log collector put their prefix before every line."""
+    text = "\n".join(prefix + line for line in (DATA / name).read_text().splitlines())
+    assert parse_log(text, name=name) == parsed[name]
