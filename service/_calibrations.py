@@ -14,6 +14,7 @@ most once: ``model=NAME`` (preset or custom shape name), ``search=ID``, ``since=
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -110,11 +111,12 @@ def fit(db: Database, *, cluster: str | None, profile_id: str | None, run_filter
         if cluster is not None:
             rows = [r for r in rows if cluster_name(r.request.get("cluster") or {}) == cluster]
         rows = list(rows[:run_filter.last] if run_filter.last else rows)
-    usable: list[tuple[str, MeasuredRun]] = []
+    usable: list[tuple[str, str, MeasuredRun]] = []
     skipped: list[str] = []
     for row in rows:
         try:
-            usable.append((row.id, measured_run(row, db)))
+            content = json.dumps([row.request, row.iteration_time_s], sort_keys=True, default=str)
+            usable.append((content, row.id, measured_run(row, db)))
         except ValueError as err:
             skipped.append(str(err))
     what = f"cluster {cluster!r}" if cluster is not None else f"profile {profile_id!r}"
@@ -123,9 +125,10 @@ def fit(db: Database, *, cluster: str | None, profile_id: str | None, run_filter
                         f"match{'es' * (len(usable) == 1)}; a calibration needs at least {MIN_RUNS}",
                         f"store {MIN_RUNS - len(usable)} more (POST /v1/runs, autopar runs import), or widen "
                         "--from-runs / from_runs")
-    usable.sort(key=lambda pair: pair[0])  # the fit does not depend on the order the database returns them in
-    run_ids = [rid for rid, _ in usable]
-    result = calibrate([m for _, m in usable], default_calibration(), k, seed=seed)
+    # the same runs give the same folds and fit, whatever their ids and the order the database returns
+    usable.sort(key=lambda entry: entry[:2])
+    run_ids = [rid for _, rid, _ in usable]
+    result = calibrate([m for _, _, m in usable], default_calibration(), k, seed=seed)
     name = cluster
     if name is None:
         names = {cluster_name(r.request.get("cluster") or {}) for r in rows}
