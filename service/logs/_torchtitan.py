@@ -65,6 +65,9 @@ def _json_block(lines: Sequence[str], start: int, name: str, what: str) -> dict[
     """The JSON object that starts on line ``start`` (0-based) at its first ``{`` and runs until the
     braces balance; :class:`LogParseError` when the log ends first or it is not JSON."""
     text = lines[start][lines[start].index("{"):]
+    # What stands before torchtitan's "[titan]" (srun --label, torchrun --tee, a collector's timestamp)
+    # stands before every line of the block too.
+    prefix = lines[start][:max(0, lines[start].find("[titan]"))]
     depth, end = text.count("{") - text.count("}"), start
     parts = [text]
     while depth > 0:
@@ -72,8 +75,9 @@ def _json_block(lines: Sequence[str], start: int, name: str, what: str) -> dict[
         if end >= len(lines):
             raise LogParseError(name, len(lines), f"the log ends inside the {what} that starts at line {start + 1}",
                                 "give the whole log from the start of the run")
-        parts.append(lines[end])
-        depth += lines[end].count("{") - lines[end].count("}")
+        part = lines[end][len(prefix):]
+        parts.append(part)
+        depth += part.count("{") - part.count("}")
     try:
         data = json.loads("\n".join(parts))
     except json.JSONDecodeError as exc:

@@ -203,7 +203,8 @@ def test_deepspeeds_older_timer_names_and_a_train_batch_timer_give_the_same_time
 
 @pytest.mark.parametrize("prefix", ["0: ", "[default0]:", "2025-06-01T10:00:00.123456Z stdout F "])
 @pytest.mark.parametrize("name", ["megatron_llama3-8b_tp2_pp2_dp4.log",
-                                  "megatron-deepspeed_llama2-7b_zero3_offload.log", "deepspeed_zero2_bf16_16gpu.log"])
+                                  "megatron-deepspeed_llama2-7b_zero3_offload.log", "deepspeed_zero2_bf16_16gpu.log",
+                                  "torchtitan_llama3-70b_tp8_fp8_2026.log"])
 def test_lines_behind_a_launchers_prefix_read_the_same(name: str, prefix: str, parsed: dict[str, ParsedLog]) -> None:
     """srun --label, torchrun --tee and a container log collector put their prefix before every line."""
     text = "\n".join(prefix + line for line in (DATA / name).read_text().splitlines())
