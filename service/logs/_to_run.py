@@ -19,6 +19,8 @@ FRAMEWORK = {"megatron": "megatron", "megatron-deepspeed": "megatron-deepspeed",
 """autopar's runtime for each log format (torchtitan trains with FSDP2)."""
 _SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
 _MAX_NOTES = 2000
+MIN_PEAK_BYTES = 1024
+"""POST /v1/runs' floor for a peak: a log printing less (MaxMemAllocated=0.0GB off the GPU) has no peak."""
 
 
 def _gpus_per_node(cluster: dict[str, Any]) -> int | None:
@@ -152,6 +154,6 @@ def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any
     }
     if not log.oom:
         body["iteration_time_s"] = log.iteration_time_s
-    if log.peak_memory_bytes is not None:
+    if log.peak_memory_bytes is not None and log.peak_memory_bytes >= MIN_PEAK_BYTES:
         body["peak_memory_bytes"] = log.peak_memory_bytes
     return body
