@@ -224,12 +224,12 @@ def rescaled(runs: Sequence[MeasuredRun], scale: float) -> list[MeasuredRun]:
     """``runs`` on their clusters scaled by :func:`scale_gpu_rates` (each cluster scaled once)."""
     if scale == 1.0:
         return list(runs)
-    clusters: dict[ClusterSpec, ClusterSpec] = {}
+    clusters: dict[int, ClusterSpec] = {}  # by identity: a profiled cluster is not hashable (its aio settings)
     out = []
     for run in runs:
-        if run.cluster not in clusters:
-            clusters[run.cluster] = scale_gpu_rates(run.cluster, scale)
-        out.append(replace(run, cluster=clusters[run.cluster]))
+        if id(run.cluster) not in clusters:
+            clusters[id(run.cluster)] = scale_gpu_rates(run.cluster, scale)
+        out.append(replace(run, cluster=clusters[id(run.cluster)]))
     return out
 
 

@@ -3,10 +3,21 @@ cross-validated error, listed and served; predictions then use the cluster's lat
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from fastapi.testclient import TestClient
 
-from search import ParallelConfig, TrainingSpec, cluster_preset, model_preset, predict
+from search import (
+    Fingerprint,
+    GemmSample,
+    HardwareProfile,
+    ParallelConfig,
+    TrainingSpec,
+    cluster_preset,
+    model_preset,
+    predict,
+)
 from search._calibration import calibration_from_dict
 from search._fit import scale_gpu_rates
 from service._worker import run_worker
@@ -138,3 +149,24 @@ def test_accuracy_reports_error_by_week_and_a_cluster_drifting_from_its_calibrat
     assert got["runs"] == 3 and got["drifting"] and got["recent_time_bias"] < -0.2
     assert got["threshold"] == pytest.approx(cal["cv_mape_after"] + max(cal["cv_mape_after"] / 2, 0.03))
     assert "recalibrate with `autopar calibrate --cluster dgx-a100-80gb`" in got["advice"]
+
+
+def test_a_profile_calibration_is_fitted_on_the_profile_runs_and_used_with_the_profile(
+        client: TestClient, auth: dict[str, str]) -> None:
+    profile = HardwareProfile(Fingerprint("NVIDIA A100 SXM4 80GB", 8, 8, datetime.now(UTC).isoformat()),
+                              gemm=(GemmSample(8192, 8192, 8192, "bf16", 0.0030),))
+    r = client.post("/v1/profiles", content=profile.to_json(), headers={"Content-Type": "application/json", **auth})
+    assert r.status_code == 201, r.text
+    profile_id = r.json()["id"]
+    profiled = {**CLUSTER, "profile_id": profile_id}
+    _store_runs(client, auth, 5, profiled)
+    _store_runs(client, auth, 5)  # the same cluster without the profile: not this calibration's runs
+    r = client.post("/v1/calibrations", json={"profile_id": profile_id, "k": 2}, headers=auth)
+    assert r.status_code == 201, r.text
+    cal = r.json()
+    assert cal["profile_id"] == profile_id and cal["n_runs"] == 5 and cal["cluster"] == "dgx-a100-80gb"
+    spec = {"model": MODEL, "training": {"global_batch": 64}, "config": {"tp": 2}}
+    assert client.post("/v1/predict", json={**spec, "cluster": profiled}).json()["calibration"]["id"] == cal["id"]
+    # without the profile the cluster has no calibration of its own yet
+    assert client.post("/v1/predict", json={**spec, "cluster": CLUSTER}).json()["calibration"]["id"] == "published"
+    assert client.get("/v1/calibrations", params={"profile_id": profile_id}).json()["count"] == 1
