@@ -114,6 +114,23 @@ def _position(a: dict[str, Value]) -> str | None:
     return "learned" if "learned" in kind or "absolute" in kind else None
 
 
+def _attention(a: dict[str, Value]) -> str:
+    """Megatron's attention kernel: ``--attention-backend`` (megatron-core ``AttnBackend``: flash, fused,
+    unfused, local, auto; auto lets Transformer Engine pick a fused kernel), else the FlashAttention
+    switches (``--use-flash-attn``, Megatron-DeepSpeed's ``--use-flash-attn-v2``/``-triton``); none of
+    them (Megatron before 2023): the unfused softmax."""
+    backend = str(a.get("attention_backend", "")).rpartition(".")[2]
+    if backend in ("flash", "fused"):
+        return "flash"
+    if backend in ("unfused", "local"):
+        return "standard"
+    if backend == "auto" and a.get("transformer_impl") == "transformer_engine":
+        return "flash"
+    flash = ("use_flash_attn", "use_flash_attn_v1", "use_flash_attn_v2", "use_flash_attn_triton")
+    return "flash" if any(a.get(key) is True for key in flash) or (
+        not backend and a.get("transformer_impl") == "transformer_engine") else "standard"
+
+
 def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
     """ParsedLog fields from Megatron's argument names (None where the dump lacks them)."""
     a = {key: value for key, (value, _) in args.items()}
@@ -159,6 +176,7 @@ def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
         "position_embedding": _position(a),
         "bias": a.get("add_bias_linear", True) is not False,
         "tied_embeddings": a.get("untie_embeddings_and_output_weights") is not True,
+        "attention": _attention(a),
         "dropout": any(isinstance(v, float) and v > 0 for v in (a.get("hidden_dropout"), a.get("attention_dropout"))),
         "head_dim": kv_channels if kv_channels and heads and kv_channels * heads != a.get("hidden_size") else None,
         "experts": experts,

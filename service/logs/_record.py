@@ -106,6 +106,8 @@ class ParsedLog:
     bias: bool | None = None
     tied_embeddings: bool | None = None
     dropout: bool | None = None
+    attention: Literal["flash", "standard"] | None = None
+    """The attention kernel: a fused one (FlashAttention, Transformer Engine's) or the unfused softmax."""
     head_dim: int | None = None
     """Per-head width when the log sets it apart from hidden / heads (Megatron's --kv-channels)."""
     experts: int | None = None

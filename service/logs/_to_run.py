@@ -59,7 +59,7 @@ def _derived_model(log: ParsedLog) -> dict[str, Any]:
     if log.experts is None and all(getattr(log, f) is not None for f in (*_SHAPE_FIELDS, "seq_len")):
         shape: dict[str, Any] = {"name": f"custom-{log.layers}x{log.hidden}", "seq_len": log.seq_len}
         for key in (*_SHAPE_FIELDS, "activation", "norm", "position_embedding", "bias", "tied_embeddings",
-                    "dropout", "head_dim"):
+                    "dropout", "attention", "head_dim"):
             if getattr(log, key) is not None:
                 shape[key] = getattr(log, key)
         return {"shape": shape}

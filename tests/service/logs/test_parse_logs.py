@@ -18,7 +18,7 @@ MIB, GIB = 2**20, 2**30
 
 LLAMA3_8B = {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128256,
              "activation": "swiglu", "norm": "rmsnorm", "position_embedding": "rope", "bias": False,
-             "tied_embeddings": False, "dropout": False}
+             "tied_embeddings": False, "dropout": False, "attention": "flash"}  # Transformer Engine's
 GPT_1_7B = {"layers": 24, "hidden": 2304, "heads": 24, "kv_heads": 24, "ffn": 9216, "vocab": 51200,
             "activation": "gelu", "norm": "layernorm", "position_embedding": "learned", "bias": True,
             "tied_embeddings": True, "dropout": True}
@@ -39,6 +39,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "megatron_gpt-1.7b_tp2_fp16.log": {
         "format": "megatron", "world_size": 8, "tp": 2, "pp": 1, "dp": 4, "sp": False, "global_batch": 64,
         "micro_batch": 4, "zero_stage": 0, "recompute": "full", "precision": "fp16", "seq_len": 2048, **GPT_1_7B,
+        "attention": "standard",  # Megatron of 2022: no FlashAttention
         # 20 lines, 2 of warm-up; the line of iteration 150 skipped an iteration (loss-scale overflow)
         "iteration_time_s": statistics.median([1008.4, 1011.9, 1009.7, 1013.1, 1010.2, 1007.6, 1011.0, 1009.1, 1012.4,
                                                1008.8, 1010.5, 1009.9, 1011.7, 1010.8, 1008.1, 1012.9, 1009.4]) / 1000,
@@ -64,7 +65,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "iteration_time_s": 11.8746, "steady_iterations": 3, "iterations": 6, "peak_memory_bytes": None},
     "megatron-deepspeed_gpt-1.7b_zero2_oom.log": {
         "format": "megatron-deepspeed", "world_size": 8, "dp": 8, "global_batch": 512, "micro_batch": 16,
-        "zero_stage": 2, **GPT_1_7B, "iterations": 2, "iteration_time_s": None,
+        "zero_stage": 2, **GPT_1_7B, "attention": "flash", "iterations": 2, "iteration_time_s": None,
         "peak_memory_bytes": 77102.93 * MIB, "oom": True, "oom_line": 111},
     "deepspeed_zero2_bf16_16gpu.log": {
         "format": "deepspeed", "world_size": 16, "tp": 1, "pp": 1, "dp": 16, "global_batch": 256, "micro_batch": 4,
