@@ -26,6 +26,7 @@ from search._fit import (
     folds,
     predicted_time_s,
     prior_penalty,
+    scale_gpu_rates,
     time_mape,
     time_objective,
 )
@@ -119,3 +120,18 @@ def test_a_calibration_is_rebuilt_from_its_constants_and_fingerprinted() -> None
     assert calibration_fingerprint(cal, ["b", "a"]) == calibration_fingerprint(cal, ["a", "b"])
     assert calibration_fingerprint(cal, ["a"]) != calibration_fingerprint(cal, ["a", "b"])
     assert calibration_fingerprint(cal) != calibration_fingerprint(PRIOR)
+
+
+def test_a_uniformly_slower_cluster_is_fitted_by_its_gpu_rate() -> None:
+    """GEMMs 20 % slower (the cluster's matmul and attention rates x 0.8): no global constant scales
+    GEMM throughput, the cluster's GPU rate factor does."""
+    slow = [replace(r, iteration_time_s=predicted_time_s(replace(r, cluster=scale_gpu_rates(r.cluster, 0.8)), PRIOR))
+            for r in _runs(PRIOR)]
+    fit = calibrate(slow, PRIOR, k=3, max_evaluations=150)
+    assert 0.75 <= fit.gpu_rate_scale < 0.97 and "gpu_rate_scale" in fit.moved  # shared with the overheads
+    assert fit.cross_validation.mape_after < fit.cross_validation.mape_before / 3
+    cluster = cluster_preset("dgx-a100-80gb")
+    scaled = scale_gpu_rates(cluster, 0.5)
+    assert scaled.gpu.matmul_efficiency == pytest.approx(cluster.gpu.matmul_efficiency / 2)
+    assert scale_gpu_rates(cluster, 1.5).gpu.matmul_efficiency == 1.0  # a fraction stays a fraction
+    assert scale_gpu_rates(cluster, 1.0) is cluster
