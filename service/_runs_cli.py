@@ -41,6 +41,7 @@ from search import (
     TrainingSpec,
 )
 from search._cluster_presets import GPUS
+from search._fabric import Fabric
 from search._runs_file import NODE_FOR_GPU, run_from_record
 from service._runs_import_cli import add_import_parser
 
@@ -129,6 +130,13 @@ def _differences(prefix: str, ran: Any, loaded: Any, ignore: tuple[str, ...] = (
             if f.compare and f.name not in ignore and getattr(ran, f.name) != getattr(loaded, f.name)]
 
 
+def costs_as_non_blocking(fabric: Fabric) -> bool:
+    """Whether ``fabric`` costs every group as the calibration schema's one network figure does (no
+    tier oversubscribed, no measured tier bandwidth, no in-network reduction): the schema has no
+    fabric, so such a run exports exactly; another fabric's does not (it is skipped, saying so)."""
+    return not fabric.sharp and all(t.oversubscription == 1.0 and t.bus_bytes_per_s is None for t in fabric.tiers)
+
+
 def round_trip_differences(record: dict[str, Any], specs: Specs) -> list[str]:
     """What the calibration loader reads differently from what ran (names aside); empty when equal."""
     loaded = run_from_record(record)
@@ -136,7 +144,9 @@ def round_trip_differences(record: dict[str, Any], specs: Specs) -> list[str]:
         *_differences("model", specs.model, loaded.model, LAUNCH_ONLY_FIELDS),  # the schema needs no RoPE base
         *_differences("gpu", specs.cluster.gpu, loaded.cluster.gpu, ("name",)),
         *_differences("node", specs.cluster.node, loaded.cluster.node, ("name",)),
-        *_differences("cluster", specs.cluster, loaded.cluster, ("name", "gpu", "node", "profile")),
+        *_differences("cluster", specs.cluster, loaded.cluster,
+                      ("name", "gpu", "node", "profile") + (("fabric",) if costs_as_non_blocking(specs.cluster.fabric)
+                                                            else ())),
         *_differences("config", specs.config, loaded.config),
         *_differences("training", specs.training, loaded.training),
     ]

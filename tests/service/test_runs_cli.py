@@ -297,3 +297,15 @@ def test_bad_input_is_exit_2_with_the_fix(stored: Stored, autopar: Autopar, tmp_
                                  "drop --out or --json\n")
     code, _, err = autopar("runs", "export", "--out", str(tmp_path / "no" / "x.json"))
     assert code == 2 and "--out: the folder" in err and "does not exist" in err
+
+
+def test_only_a_fabric_the_schema_can_state_exports_exactly() -> None:
+    """The calibration schema has no fabric: a preset's non-blocking fabric (a DGX H100 SuperPOD's 1:1
+    tiers) exports as the one network figure; an oversubscribed one does not."""
+    from search import cluster_preset
+    from search._fabric import Fabric, FabricTier
+    from service._runs_cli import costs_as_non_blocking
+
+    assert costs_as_non_blocking(cluster_preset("dgx-h100", 4).fabric)
+    assert not costs_as_non_blocking(Fabric((FabricTier("leaf", nodes=4), FabricTier("spine", oversubscription=2.0))))
+    assert not costs_as_non_blocking(Fabric(sharp=True))
