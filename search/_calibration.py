@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
@@ -112,8 +112,10 @@ def calibration_from_dict(constants: dict[str, object], base: Calibration | None
     return replace(base or default_calibration(), **values)
 
 
-def calibration_fingerprint(cal: Calibration, run_ids: Sequence[str] = ()) -> str:
-    """SHA-256 of the constants (and of the ids of the runs they were fitted on): two calibrations
-    with the same fingerprint predict the same."""
-    payload = {"constants": asdict(cal), "runs": sorted(run_ids)}
+def calibration_fingerprint(cal: Calibration, run_ids: Sequence[str] = (),
+                            extra: Mapping[str, float] | None = None) -> str:
+    """SHA-256 of the constants, the ids of the runs they were fitted on and ``extra`` figures that
+    go with them (a cluster calibration's GPU rate factor): two calibrations with the same
+    fingerprint predict the same."""
+    payload = {"constants": asdict(cal), "runs": sorted(run_ids), **({"extra": dict(extra)} if extra else {})}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -142,7 +142,8 @@ def fit(db: Database, *, cluster: str | None, profile_id: str | None, run_filter
                  "gpu_rate_scale": result.gpu_rate_scale,
                  "in_sample_mape": result.in_sample_mape, "prior_weight": PRIOR_WEIGHT, "seed": seed,
                  "from_runs": run_filter_text(run_filter), "skipped": skipped[:20], "fit_s": result.seconds},
-        fingerprint=calibration_fingerprint(result.calibration, run_ids), autopar_version=autopar_version,
+        fingerprint=calibration_fingerprint(result.calibration, run_ids, {"gpu_rate_scale": result.gpu_rate_scale}),
+        autopar_version=autopar_version,
         created_at=utc_now())
     return stored
 
@@ -205,7 +206,7 @@ class Chosen:
 
     def fingerprint(self) -> str:
         """SHA-256 of the constants and the GPU rate factor: what a search's de-duplication key holds."""
-        return calibration_fingerprint(self.calibration, [f"gpu_rate_scale={self.gpu_rate_scale!r}"])
+        return calibration_fingerprint(self.calibration, extra={"gpu_rate_scale": self.gpu_rate_scale})
 
     def stored(self) -> dict[str, Any]:
         """What a stored search keeps: enough to rebuild the constants exactly."""

@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session
 from service.store._tables import ClusterCalibration, Run
 
 MAX_CALIBRATION_RUNS = 10_000
-"""The newest timed runs a calibration reads (a fit predicts each a few hundred times)."""
+"""The newest timed runs (of every cluster) a calibration reads before keeping its cluster's: a fit
+predicts each a few hundred times."""
 
 
 def timed_runs(s: Session, *, profile_id: str | None = None, search_id: str | None = None,
