@@ -142,12 +142,12 @@ class Evaluator:
                 if c.sp:
                     plans[twin] = plan
             fit = self.fits(plan)
-            self._peaks[(*key, c.micro_batch)] = plan.peak_bytes
             if fit:
                 self.fitting[cand] = plan
                 fitting.append(cand)
                 fits_at.add((*key, c.micro_batch))
             else:
+                self._peaks[(*key, c.micro_batch)] = plan.peak_bytes  # a twin a refinement starts from
                 failed_from[key] = min(c.micro_batch, failed_from.get(key, c.micro_batch))
                 self._remember_miss(cand, plan, order)
             kinds = self._partial_kinds(cand, fit, fits_at)
@@ -224,9 +224,9 @@ class Evaluator:
         derived: list[Candidate] = []
         self._threshold = threshold_tokens_per_s
         for cand, plan, kinds in self.partial_sources:
-            c, fw = cand.config, cand.framework
-            best_case = Candidate(fw, replace(c, recompute_layers=1)) if "recompute_layers" in kinds else cand
-            if self.upper_bound_tokens_per_s(best_case) <= threshold_tokens_per_s:
+            c = cand.config
+            fewest = 1 if "recompute_layers" in kinds else c.recompute_layers
+            if self.upper_bound_tokens_per_s(cand, fewest) <= threshold_tokens_per_s:
                 continue
             for part, part_plan in self._derive(cand, plan, kinds):
                 if part not in self.fitting:
@@ -279,19 +279,22 @@ class Evaluator:
         configuration's error band (whatever the top k asks, so counts and fronts do not depend on it)."""
         return max((p.tokens_per_s for _, p, _ in self.feasible), default=0.0) * (1.0 - band)
 
-    def upper_bound_tokens_per_s(self, cand: Candidate) -> float:
+    def upper_bound_tokens_per_s(self, cand: Candidate, recompute_layers: int | None = -1) -> float:
         """Tokens/s no better than this bound (:func:`search.time_lower_bound_s`): m times the
         slowest rank's per-micro-batch time plus the others' once over vp, terms that depend only on
-        the layer shape and the layout, cached here by them."""
+        the layer shape and the layout, cached here by them. ``recompute_layers`` (other than -1)
+        stands in for the configuration's own (a refinement's best case)."""
         c = cand.config
+        if recompute_layers == -1:
+            recompute_layers = c.recompute_layers
         key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute, c.tp_comm_overlap,
-               cand.framework == "megatron-deepspeed", c.stage_layers, c.ep, c.etp, c.recompute_layers)
+               cand.framework == "megatron-deepspeed", c.stage_layers, c.ep, c.etp, recompute_layers)
         terms = self._bound_cache.get(key)
         if terms is None:
             # dp, ZeRO, offloads and vp do not enter the per-micro-batch terms (the expert degrees do).
             one = ParallelConfig.trusted(1, c.tp, c.pp, 1, c.cp, c.sp, c.micro_batch, 0, "none", "none", c.recompute,
                                          tp_comm_overlap=c.tp_comm_overlap, stage_layers=c.stage_layers, ep=c.ep,
-                                         etp=c.etp, recompute_layers=c.recompute_layers)
+                                         etp=c.etp, recompute_layers=recompute_layers)
             training = replace(self.trainings[cand.framework], global_batch=c.micro_batch)
             terms = stage_bound_terms(self.model, self.cluster, one, training, self.cal)
             self._bound_cache[key] = terms
@@ -374,6 +377,26 @@ def pareto_sweep(fitting: Sequence[Candidate], ev: Evaluator) -> None:
             best = max(best, pred.tokens_per_s)
 
 
+def pareto_refine(derived: Sequence[Candidate], ev: Evaluator) -> None:
+    """:func:`pareto_sweep` for refinements added after it (:meth:`Evaluator.derive_partials`): a
+    refinement is timed only if its throughput bound beats every configuration already timed with
+    as much headroom or more (those points are known), walking both by headroom, most first."""
+    known = sorted(((p.memory_headroom_bytes, p.tokens_per_s) for _, p, _ in ev.feasible), reverse=True)
+    at, best = 0, 0.0
+    for cand in sorted(derived, key=lambda c: ev.fitting[c].gpu_capacity_bytes - ev.fitting[c].peak_bytes,
+                       reverse=True):
+        plan = ev.fitting[cand]
+        headroom = plan.gpu_capacity_bytes - plan.peak_bytes
+        while at < len(known) and known[at][0] >= headroom:
+            best = max(best, known[at][1])
+            at += 1
+        if ev.upper_bound_tokens_per_s(cand) <= best:
+            continue
+        pred, _plan = ev(cand)
+        if pred is not None:
+            best = max(best, pred.tokens_per_s)
+
+
 def sweep_band(candidates: Sequence[Candidate], cluster: ClusterSpec, moe: bool = False) -> float:
     """The widest error band of the runtimes among ``candidates`` on this GPU (for :func:`sweep`)."""
     return max((error_band(fw, cluster.gpu.name, moe) for fw in {c.framework for c in candidates}), default=0.0)
@@ -422,8 +445,9 @@ def _once(ordered: list[tuple[Candidate, Prediction, float]]
     also: dict[int, list[str]] = {}
     for item in ordered:
         cand, pred, _score = item
-        key = (replace(cand.config, placement=DEFAULT_PLACEMENT), pred.iteration_time_s,
-               pred.peak_memory_bytes_per_gpu)
+        config = cand.config if cand.config.placement == DEFAULT_PLACEMENT else replace(
+            cand.config, placement=DEFAULT_PLACEMENT)
+        key = (config, pred.iteration_time_s, pred.peak_memory_bytes_per_gpu)
         if key in first:
             at = first[key]
             if kept[at][0].framework != cand.framework:

@@ -230,7 +230,7 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
         checkpoints = gpn * host_checkpoint_bytes_per_gpu(c.micro_batch, model.seq_len, c.cp, model.hidden,
                                                           counts[0], held)
     offloaded_activations = gpn * c.activation_offload_layers * layer_activation_bytes(
-        model, c.micro_batch, c.tp, c.cp, c.sp, "none")
+        model, c.micro_batch, c.tp, c.cp, c.sp, "none") if c.activation_offload_layers else 0.0
     cpu_breakdown: dict[str, float] = {}
     if c.offload_optimizer != "none" or c.offload_param != "none" or offloaded_activations:
         cpu_breakdown = {

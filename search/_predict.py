@@ -247,10 +247,12 @@ def stage_micro_batch_s(terms: MicroBatchTerms, counts: tuple[int, ...], overhea
     next to a layer: not counted). ``recompute_shares``: the share of each rank's layers that
     recompute (:func:`search._stages.stage_recompute_shares`; default all of them, as ``terms`` say)."""
     moe_counts = moe_counts or (0,) * len(counts)
-    shares = recompute_shares or (1.0,) * len(counts)
-    times = [(n - k) * terms.layer_s + k * terms.moe_layer_s + overhead_s
-             - (1.0 - share) * ((n - k) * terms.recompute_s + k * _moe_recompute_s(terms))
-             for n, k, share in zip(counts, moe_counts, shares, strict=True)]
+    layer_s, moe_layer_s = terms.layer_s, terms.moe_layer_s
+    times = [(n - k) * layer_s + k * moe_layer_s + overhead_s for n, k in zip(counts, moe_counts, strict=True)]
+    if recompute_shares is not None and any(share < 1.0 for share in recompute_shares):
+        moe_recompute_s = _moe_recompute_s(terms)
+        times = [t - (1.0 - share) * ((n - k) * terms.recompute_s + k * moe_recompute_s)
+                 for t, n, k, share in zip(times, counts, moe_counts, recompute_shares, strict=True)]
     times[-1] += terms.head_s + terms.mtp_s
     return tuple(times)
 

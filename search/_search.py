@@ -25,6 +25,7 @@ from search._evaluator import (
     describe,
     objective_score,
     pareto_front,
+    pareto_refine,
     pareto_sweep,
     rank,
     sweep,
@@ -111,7 +112,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
         derived = ev.derive_partials(ev.threshold_tokens_per_s(band))
         if derived:
-            pareto_sweep([*fitting, *derived], ev)
+            pareto_refine(derived, ev)
             sweep(derived, ev, top_k, "throughput", None, band=band,
                   known_tokens_per_s=[p.tokens_per_s for _, p, _ in ev.feasible])
         study = tell_study(ev, objective, name, top_k)
