@@ -45,6 +45,47 @@ def _expect(c: search.ParallelConfig, model: search.ModelSpec, batch: int, frame
     return out
 
 
+def policy_cases() -> list[dict[str, object]]:
+    """Megatron-LM cases with the fine-grained memory policies and the second placement (issues 15
+    and 18): what the searches of memory-tight questions derive, and one hand-made case each."""
+    import dataclasses
+
+    out: list[dict[str, object]] = []
+    llama70 = dataclasses.replace(search.model_preset("llama3-70b"), seq_len=8192)
+    llama8 = dataclasses.replace(search.model_preset("llama3-8b"), seq_len=131072)
+    questions = [(llama70, search.cluster_preset("dgx-a100-40gb", 2), 512),
+                 (llama70, search.cluster_preset("dgx-a100-40gb", 4), 512),
+                 (llama8, search.cluster_preset("dgx-a100-80gb", 1), 8)]
+    configs: list[tuple[search.ModelSpec, search.ClusterSpec, int, search.ParallelConfig]] = []
+    for model, cluster, batch in questions:
+        result = search.search(model, cluster, batch, framework="megatron", top_k=40)
+        configs += [(model, cluster, batch, r.config) for r in result.top]
+    base = search.ParallelConfig(dp=2, tp=8, sp=True, zero_stage=1)
+    cluster = search.cluster_preset("dgx-a100-40gb", 2)
+    configs += [(llama70, cluster, 512, dataclasses.replace(base, activation_offload_layers=40)),
+                (llama70, cluster, 512, dataclasses.replace(base, offload_optimizer="cpu",
+                                                            optimizer_offload_fraction=0.35, recompute="full",
+                                                            recompute_layers=30)),
+                (llama70, search.cluster_preset("dgx-h100", 4), 512,
+                 search.ParallelConfig(dp=2, tp=8, pp=2, sp=True, zero_stage=1, placement="tp-cp-ep-pp-dp"))]
+    for model, cluster, batch, c in configs:
+        req = LaunchRequest(model=model, cluster=cluster, config=c, training=search.TrainingSpec(batch),
+                            recipe=RECIPE)
+        expect = _expect(c, model, batch, "megatron")
+        if c.recompute == "full":
+            expect |= {"recompute_method": "uniform" if c.recompute_layers is None else "block",
+                       "recompute_num_layers": 1 if c.recompute_layers is None else c.recompute_layers}
+        if c.offload_optimizer == "cpu":
+            expect |= {"optimizer_cpu_offload": True, "optimizer_offload_fraction": c.optimizer_offload_fraction}
+        if c.activation_offload_layers:
+            expect |= {"cpu_offloading_num_layers": c.activation_offload_layers}
+        if c.placement != "tp-cp-ep-dp-pp":
+            expect |= {"use_tp_pp_dp_mapping": True}
+        out.append({"framework": "megatron", "name": f"{model.name} {c}", "world_size": cluster.world_size,
+                    "argv": megatron_args(req), "env": framework_env(req), "expect": expect})
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path)
@@ -68,6 +109,7 @@ def main() -> None:
                 cases.append({"framework": framework, "name": f"{model_name} {cand.config}",
                               "world_size": cluster.world_size, "argv": argv, "env": framework_env(req),
                               "expect": _expect(cand.config, model, batch, framework)})
+    cases += policy_cases()
     a.out.write_text(json.dumps(cases, indent=1))
     print(f"wrote {len(cases)} cases to {a.out}", file=sys.stderr)
 
