@@ -162,9 +162,10 @@ def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: Trainin
     per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute)
     per_moe_layer = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, c.recompute)
                      if model.moe is not None else per_layer)
-    shares = stage_recompute_shares(model, c)
+    partial = c.recompute == "full" and c.recompute_layers is not None
+    shares = stage_recompute_shares(model, c) if partial else None
     kept, kept_moe = per_layer, per_moe_layer  # layers that do not recompute (partial recomputation)
-    if c.recompute == "full" and c.recompute_layers is not None:
+    if partial:
         kept = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, "none")
         kept_moe = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none")
                     if model.moe is not None else kept)
@@ -178,10 +179,12 @@ def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: Trainin
         held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, r) if c.pp > 1 else float(
             in_flight_micro_batches(1, 1, num_micro_batches))
         n_moe = moe_counts[r] + (model.mtp_layers if r == c.pp - 1 else 0)
-        share = shares[r]
-        dense_bytes = share * per_layer + (1.0 - share) * kept
-        moe_bytes = share * per_moe_layer + (1.0 - share) * kept_moe
-        per_mb = (counts[r] - moe_counts[r]) * dense_bytes + n_moe * moe_bytes
+        if shares is None:
+            per_mb = (counts[r] - moe_counts[r]) * per_layer + n_moe * per_moe_layer
+        else:
+            share = shares[r]
+            per_mb = ((counts[r] - moe_counts[r]) * (share * per_layer + (1.0 - share) * kept)
+                      + n_moe * (share * per_moe_layer + (1.0 - share) * kept_moe))
         if c.activation_offload_layers:
             # Offloaded layers leave the GPU after their forward; one comes back ahead of its backward.
             per_mb -= (c.activation_offload_layers - 1) * per_layer
@@ -213,10 +216,18 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     worst = max(stages, key=lambda r: sum(stages[r].values()))
     breakdown = stages[worst]
     peak = sum(breakdown.values())
+    node = cluster.node
+    gpu_cap = cluster.gpu.memory_bytes
+    deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
+    if c.offload_optimizer == "none" and c.offload_param == "none" and not c.activation_offload_layers:
+        # Nothing in host memory or on NVMe (most configurations a search checks).
+        tiles_hint = None
+        if peak > gpu_cap and training.framework == "deepspeed" and c.zero_stage == 3 and c.tiles == 1:
+            tiles_hint = tiles_that_fit(breakdown["gathered_params"], peak - gpu_cap, model, c.tp)
+        return MemoryPlan(peak, breakdown, 0.0, 0.0, gpu_cap, node.cpu_memory_bytes, node.nvme_bytes,
+                          tiles_hint=tiles_hint)
     counts = stage_layer_counts(model, c)
     held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, 0) if c.pp > 1 else 1.0
-
-    node = cluster.node
     gpn = node.gpus_per_node
     shard = max(stage_params_per_rank(model, c)) / (c.dp * c.cp)
     opt_bytes, param_bytes = offloaded_state_bytes_per_gpu(shard, c.offload_optimizer, c.offload_param)
@@ -231,23 +242,18 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
                                                           counts[0], held)
     offloaded_activations = gpn * c.activation_offload_layers * layer_activation_bytes(
         model, c.micro_batch, c.tp, c.cp, c.sp, "none") if c.activation_offload_layers else 0.0
-    cpu_breakdown: dict[str, float] = {}
-    if c.offload_optimizer != "none" or c.offload_param != "none" or offloaded_activations:
-        cpu_breakdown = {
-            "optimizer_states": gpn * opt_bytes if c.offload_optimizer == "cpu" else 0.0,
-            "parameters": gpn * param_bytes if c.offload_param == "cpu" else 0.0,
-            "activation_checkpoints": checkpoints,
-            "offloaded_activations": offloaded_activations,
-            "swap_buffers": gpn * swap_buffer_bytes_per_gpu(c.offload_optimizer, c.offload_param),
-            "runtime_reserved": runtime_reserved_bytes_per_node(gpn),
-        }
-        if host_safety_factor > 1.0:
-            cpu_breakdown["safety_margin"] = safety_margin_bytes(host_states, host_safety_factor)
-    deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
+    cpu_breakdown = {
+        "optimizer_states": gpn * opt_bytes if c.offload_optimizer == "cpu" else 0.0,
+        "parameters": gpn * param_bytes if c.offload_param == "cpu" else 0.0,
+        "activation_checkpoints": checkpoints,
+        "offloaded_activations": offloaded_activations,
+        "swap_buffers": gpn * swap_buffer_bytes_per_gpu(c.offload_optimizer, c.offload_param),
+        "runtime_reserved": runtime_reserved_bytes_per_node(gpn),
+    }
+    if host_safety_factor > 1.0:
+        cpu_breakdown["safety_margin"] = safety_margin_bytes(host_states, host_safety_factor)
     tiles_hint = None
-    gpu_cap = cluster.gpu.memory_bytes
-    if (peak > gpu_cap and deepspeed and c.zero_stage == 3 and c.tiles == 1
-            and training.framework == "deepspeed"):
+    if peak > gpu_cap and training.framework == "deepspeed" and c.zero_stage == 3 and c.tiles == 1:
         tiles_hint = tiles_that_fit(breakdown["gathered_params"], peak - gpu_cap, model, c.tp)
     return MemoryPlan(peak, breakdown, sum(cpu_breakdown.values()), nvme, gpu_cap, node.cpu_memory_bytes,
                       node.nvme_bytes, cpu_breakdown, estimator_margin_bytes(host_states) if deepspeed else 0.0,
