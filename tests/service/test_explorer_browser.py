@@ -329,6 +329,14 @@ def test_refusals_are_shown_where_they_belong(browser: Any, server: Server) -> N
     page.get_by_role("button", name="Start search").click()
     expect(page.locator("#global-batch-error")).to_contain_text("greater than or equal to 1")
 
+    # An unknown calibration (issue 16) names calibration_id, next to its field in the options section.
+    page.get_by_label("Global batch").fill("64")
+    page.locator("details.options summary").click()
+    page.get_by_label("Calibration", exact=True).fill("nosuchcalibration")
+    page.get_by_role("button", name="Start search").click()
+    expect(page.locator("#calibration-id-error")).to_contain_text("no calibration")
+    page.get_by_label("Calibration", exact=True).fill("")
+
     # An unknown search id says so.
     page.goto(f"{server.base}/searches/{'0' * 32}")
     expect(page.locator("#status-title")).to_contain_text("No search")

@@ -158,6 +158,11 @@ export class SearchForm {
     if ($('timeout').value) budget.timeout_s = num($('timeout').value);
     if ($('seed').value && int($('seed').value) !== 0) budget.seed = int($('seed').value);
     if (Object.keys(budget).length) body.budget = budget;
+    if ($('calibration-id').value.trim()) body.calibration_id = $('calibration-id').value.trim();
+    if ($('host-safety-factor').value && num($('host-safety-factor').value) !== 1) {
+      body.host_safety_factor = num($('host-safety-factor').value);
+    }
+    if ($('allow-tiling').checked) body.allow_tiling = true;
     return body;
   }
 
@@ -196,6 +201,9 @@ export class SearchForm {
     $('n-trials').value = request.budget?.n_trials ?? '';
     $('timeout').value = request.budget?.timeout_s ?? '';
     $('seed').value = request.budget?.seed ?? 0;
+    $('calibration-id').value = request.calibration_id ?? '';
+    $('host-safety-factor').value = request.host_safety_factor ?? 1;
+    $('allow-tiling').checked = Boolean(request.allow_tiling);
     this.showPrice();
     this.describeModel();
     this.describeCluster();
