@@ -27,6 +27,15 @@ _OFFLOAD_SHARES: tuple[float, ...] = tuple(i / 20 for i in range(1, 20))
 """Shares of the optimizer states on the host a partial offload tries (steps of 5 %)."""
 
 
+def _twin_key(framework: str, c: ParallelConfig, *, offload_optimizer: str | None = None,
+              recompute: str | None = None) -> tuple[Any, ...]:
+    """The key :meth:`Evaluator.scan_memory` files a configuration's memory under (the micro-batch
+    last), for ``c`` or its twin with another optimizer offload or recomputation."""
+    return (framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, offload_optimizer or c.offload_optimizer,
+            c.offload_param, recompute or c.recompute, c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles,
+            c.micro_batch)
+
+
 def _with_offload_share(config: ParallelConfig, share: float) -> ParallelConfig:
     return replace(config, optimizer_offload_fraction=round(share, 2))
 
@@ -131,6 +140,7 @@ class Evaluator:
         fits_at: set[tuple[Any, ...]] = set()  # the keys (+ micro-batch) of the configurations that fit
         for order, cand in enumerate(candidates, start=1):
             c = cand.config
+            # :func:`_twin_key` without the micro-batch, written out: this loop runs 10^5 times.
             key = (cand.framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, c.offload_optimizer,
                    c.offload_param, c.recompute, c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles)
             if c.micro_batch >= failed_from.get(key, c.micro_batch + 1):
@@ -196,17 +206,14 @@ class Evaluator:
             return ()  # most configurations: nothing to refine
         if not fit and (fw != "megatron" or c.pp > 1 or c.recompute != "none"):
             return ()
-        base = (fw, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage)
-        tail = (c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles, c.micro_batch)
         kinds = []
         if (fit and c.recompute == "full" and c.recompute_layers is None and fw == "megatron"
                 and c.offload_param == "none"
-                and not any((*base, c.offload_optimizer, c.offload_param, rc, *tail) in fits_at
-                            for rc in ("none", "selective"))):
+                and not any(_twin_key(fw, c, recompute=rc) in fits_at for rc in ("none", "selective"))):
             kinds.append("recompute_layers")
         if (fit and c.offload_optimizer == "cpu" and c.optimizer_offload_fraction == 1.0
                 and (fw == "megatron" or (fw == "deepspeed" and c.zero_stage == 3))
-                and (*base, "none", c.offload_param, c.recompute, *tail) not in fits_at):
+                and _twin_key(fw, c, offload_optimizer="none") not in fits_at):
             kinds.append("optimizer_offload_fraction")
         if (not fit and fw == "megatron" and c.pp == 1 and c.recompute == "none"
                 and c.activation_offload_layers == 0 and self.model.layers > 1):
@@ -239,12 +246,10 @@ class Evaluator:
                 kinds: tuple[str, ...]) -> list[tuple[Candidate, MemoryPlan]]:
         c, fw = cand.config, cand.framework
         out: list[tuple[Candidate, MemoryPlan]] = []
-        key = (fw, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage)
-        tail = (c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles, c.micro_batch)
         if "recompute_layers" in kinds:
             chunk = -(-max(c.stage_layers or (self.model.layers // c.pp,)) // c.vp)
             # The peak falls affinely from no recomputation (the twin the scan planned) to every layer.
-            peak_none = self._peaks.get((*key, c.offload_optimizer, c.offload_param, "none", *tail))
+            peak_none = self._peaks.get(_twin_key(fw, c, recompute="none"))
             if chunk > 1 and peak_none is not None:
                 found = self._smallest(cand, lambda k: replace(c, recompute_layers=int(k)), 0, chunk, peak_none,
                                        plan.peak_bytes, tuple(float(k) for k in range(1, chunk)))
@@ -255,7 +260,7 @@ class Evaluator:
                 s = src.config
                 # The peak rises affinely as the share on the host falls: from f = 1 (fits) to f = 0, the
                 # twin without offload (planned by the scan), else estimated from a plan at f = 0.5.
-                peak0 = self._peaks.get((*key, "none", s.offload_param, s.recompute, *tail)) \
+                peak0 = self._peaks.get(_twin_key(fw, s, offload_optimizer="none")) \
                     if s.recompute_layers is None else None
                 if peak0 is None:
                     half = self.memory(Candidate(fw, replace(s, optimizer_offload_fraction=0.5)))

@@ -219,11 +219,11 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     node = cluster.node
     gpu_cap = cluster.gpu.memory_bytes
     deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
+    tiles_hint = None
+    if peak > gpu_cap and training.framework == "deepspeed" and c.zero_stage == 3 and c.tiles == 1:
+        tiles_hint = tiles_that_fit(breakdown["gathered_params"], peak - gpu_cap, model, c.tp)
     if c.offload_optimizer == "none" and c.offload_param == "none" and not c.activation_offload_layers:
         # Nothing in host memory or on NVMe (most configurations a search checks).
-        tiles_hint = None
-        if peak > gpu_cap and training.framework == "deepspeed" and c.zero_stage == 3 and c.tiles == 1:
-            tiles_hint = tiles_that_fit(breakdown["gathered_params"], peak - gpu_cap, model, c.tp)
         return MemoryPlan(peak, breakdown, 0.0, 0.0, gpu_cap, node.cpu_memory_bytes, node.nvme_bytes,
                           tiles_hint=tiles_hint)
     counts = stage_layer_counts(model, c)
@@ -252,9 +252,6 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     }
     if host_safety_factor > 1.0:
         cpu_breakdown["safety_margin"] = safety_margin_bytes(host_states, host_safety_factor)
-    tiles_hint = None
-    if peak > gpu_cap and training.framework == "deepspeed" and c.zero_stage == 3 and c.tiles == 1:
-        tiles_hint = tiles_that_fit(breakdown["gathered_params"], peak - gpu_cap, model, c.tp)
     return MemoryPlan(peak, breakdown, sum(cpu_breakdown.values()), nvme, gpu_cap, node.cpu_memory_bytes,
                       node.nvme_bytes, cpu_breakdown, estimator_margin_bytes(host_states) if deepspeed else 0.0,
                       tiles_hint)

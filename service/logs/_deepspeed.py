@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from service.logs._record import (
+    DUMP_ENTRY,
     GIB,
     Iteration,
     LogParseError,
@@ -47,7 +48,6 @@ from service.logs._record import (
 
 DS_HEADER = re.compile(r"DeepSpeedEngine configuration:")
 _LOG_PREFIX = re.compile(r"^(?:\[[^\]]*\] ?)+")
-_ENTRY = re.compile(r"^ {2}([A-Za-z_]\w*) \.*(?: (.*))?$")
 _JSON_START = re.compile(r"^ {2}json = ")
 _LOGGED_ENTRY = re.compile(r"\] {3}([A-Za-z_]\w*) \.*(?: (.*))?$")
 _LOGGED_JSON_START = re.compile(r"\] {3}json = ")
@@ -86,7 +86,7 @@ def deepspeed_config(lines: Sequence[str], name: str) -> dict[str, Any]:
         message = _message(lines[i])
         if _JSON_START.match(message) or _LOGGED_JSON_START.search(lines[i]):
             break
-        entry = _ENTRY.match(message) or _LOGGED_ENTRY.search(lines[i])
+        entry = DUMP_ENTRY.match(message) or _LOGGED_ENTRY.search(lines[i])
         if entry is not None:
             found[entry.group(1)] = literal(entry.group(2) or "")
     else:

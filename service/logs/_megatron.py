@@ -34,6 +34,7 @@ from typing import Any
 
 from service.logs._deepspeed import deepspeed_config
 from service.logs._record import (
+    DUMP_ENTRY,
     MIB,
     Format,
     Iteration,
@@ -49,7 +50,6 @@ from service.logs._record import (
 
 ARGS_HEADER = re.compile(r"-{8,} arguments -{8,}")
 ARGS_END = re.compile(r"-{8,} end of arguments -{8,}")
-_ENTRY = re.compile(r"^ {2}([A-Za-z_]\w*) \.*(?: (.*))?$")
 _PREFIXED_ENTRY = re.compile(r"\s([A-Za-z_]\w*) \.{2,}(?: (.*))?$")
 """An entry behind a prefix the launcher or a log collector added (a timestamp): found by its dots."""
 ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(?:\d+|infinity)\s*\|")
@@ -79,7 +79,7 @@ def argument_dump(lines: Sequence[str], name: str) -> dict[str, tuple[Value, int
                 raise LogParseError(name, i + 1, f"the argument dump that starts at line {start + 1} is empty",
                                     _FIX_DUMP)
             return found
-        entry = _ENTRY.match(line) or _PREFIXED_ENTRY.search(line)
+        entry = DUMP_ENTRY.match(line) or _PREFIXED_ENTRY.search(line)
         if entry is not None:
             found[entry.group(1)] = (literal(entry.group(2) or ""), i + 1)
     raise LogParseError(name, len(lines), f"the log ends inside the argument dump that starts at line {start + 1} "

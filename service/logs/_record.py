@@ -27,6 +27,9 @@ FORMATS: tuple[Format, ...] = ("megatron", "megatron-deepspeed", "deepspeed", "t
 
 MIB = 1024**2
 GIB = 1024**3
+DUMP_ENTRY = re.compile(r"^ {2}([A-Za-z_]\w*) \.*(?: (.*))?$")
+"""One ``  name ...... value`` line of the configuration dumps Megatron (``_print_args``) and DeepSpeed
+(``DeepSpeedConfig.print``) write at start."""
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 """Terminal colour codes (torchtitan colours its metrics line: ``tools/utils.py::Color``)."""
