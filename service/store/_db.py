@@ -229,10 +229,11 @@ class Database:
         if problems != ["ok"]:
             raise damaged(self.safe_url, "; ".join(problems)[:500])
 
-    def check_known(self) -> None:
+    def check_known(self, conn: Any = None) -> None:
         """Raise unless this autopar knows the database's revision (a newer autopar may have
-        migrated it: this one would misread its tables, and cannot downgrade it)."""
-        current = self.current_revision()
+        migrated it: this one would misread its tables, and cannot downgrade it). ``conn``: read it
+        on that connection (a migrator's, under its lock)."""
+        current = self.current_revision(conn)
         if current is not None and current not in known_revisions():
             raise SpecError(URL_ENV, f"the database {self.safe_url} was migrated by a newer autopar "
                             f"(revision {current}); this autopar {_version()} knows up to {head_revision()}",
@@ -256,8 +257,10 @@ class Database:
         """Apply migrations up to ``revision``."""
         from alembic import command
 
-        self.check_known()
         with self._migrating() as conn:
+            # Read under the migration lock: a replica that connects while another migrates a new SQLite
+            # file can meet its journal-mode switch and fail as "database is locked".
+            self.check_known(conn)
             cfg = alembic_config(self.url)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
@@ -266,18 +269,22 @@ class Database:
         """Revert migrations down to ``revision`` (``base`` removes every table)."""
         from alembic import command
 
-        self.check_known()
         with self._migrating() as conn:
+            # Read under the migration lock: a replica that connects while another migrates a new SQLite
+            # file can meet its journal-mode switch and fail as "database is locked".
+            self.check_known(conn)
             cfg = alembic_config(self.url)
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, revision)
 
-    def current_revision(self) -> str | None:
-        """The revision the database is at, None before the first migration."""
+    def current_revision(self, conn: Any = None) -> str | None:
+        """The revision the database is at, None before the first migration (on ``conn`` if given)."""
         from alembic.runtime.migration import MigrationContext
 
-        with self.engine.connect() as conn:
+        if conn is not None:
             return MigrationContext.configure(conn).get_current_revision()
+        with self.engine.connect() as own:
+            return MigrationContext.configure(own).get_current_revision()
 
     def require_current(self) -> None:
         """Raise unless the schema is at the newest migration (what the code expects)."""
