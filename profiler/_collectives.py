@@ -274,11 +274,12 @@ def _median_time(fn: Callable[[], None], group: Any, device: Any, warmup: int, r
     cuda = device.type == "cuda"
     for _ in range(warmup):
         fn()
-    times = []
+    times: list[float] = []
     for _ in range(repeats):
         if cuda:
             dist.barrier(group=group, device_ids=[device.index])
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # untyped in torch
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             start.record()
             for _ in range(batch):
                 fn()

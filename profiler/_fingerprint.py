@@ -56,7 +56,7 @@ def collect_fingerprint(hostnames: tuple[str, ...] | None = None) -> Fingerprint
     nccl = ""
     if cuda:
         try:
-            nccl = ".".join(str(x) for x in torch.cuda.nccl.version())
+            nccl = ".".join(str(x) for x in torch.cuda.nccl.version())  # type: ignore[no-untyped-call]  # torch leaves it untyped
         except (RuntimeError, AttributeError):
             nccl = ""
     return Fingerprint(
