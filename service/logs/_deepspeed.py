@@ -39,10 +39,9 @@ from service.logs._record import (
     LogParseError,
     ParsedLog,
     Value,
-    first_oom,
     literal,
+    outcome,
     positive_int,
-    steady_time_s,
     without_launcher_prefix,
 )
 
@@ -164,11 +163,9 @@ def parse_deepspeed(lines: Sequence[str], name: str) -> ParsedLog:
     iterations = pipe or throughput or timers
     source = ("the pipeline engine's 'iter time (s)'" if pipe else "ThroughputTimer's CurrSamplesPerSec" if throughput
               else "the wall-clock timers (fwd + bwd + step, or train_batch)")
-    oom_line = first_oom(lines)
-    time_s, steady = None, 0
-    if oom_line is None:
-        time_s, steady = steady_time_s(iterations, name, len(lines))
-        notes.append(f"iteration time: median of {steady} of {len(iterations)} logged steps, from {source} "
+    end = outcome(lines, iterations, name)
+    if end.oom_line is None:
+        notes.append(f"iteration time: median of {end.steady} of {len(iterations)} logged steps, from {source} "
                      "(warm-up and overflow-skipped steps left out)")
     pp = max(stages) + 1 if stages else 1
     dp = config.get("dp")
@@ -177,7 +174,7 @@ def parse_deepspeed(lines: Sequence[str], name: str) -> ParsedLog:
     notes.append("DeepSpeed prints no tensor parallelism and no model shape: tp 1, the model from --model")
     return ParsedLog(name=name, format="deepspeed", world_size=None if dp is None else dp * pp, tp=1, pp=pp, vp=1,
                      cp=1, dp=dp, ep=1, etp=1, sp=False, **fields, iterations=tuple(iterations),
-                     steady_iterations=steady, iteration_time_s=time_s,
+                     steady_iterations=end.steady, iteration_time_s=end.time_s,
                      peak_memory_bytes=None if peak_gib is None else peak_gib * GIB,
-                     memory_kind=None if peak_gib is None else "max allocated", oom=oom_line is not None,
-                     oom_line=oom_line, notes=tuple(notes))
+                     memory_kind=None if peak_gib is None else "max allocated", oom=end.oom_line is not None,
+                     oom_line=end.oom_line, notes=tuple(notes))

@@ -41,10 +41,9 @@ from service.logs._record import (
     LogParseError,
     ParsedLog,
     Value,
-    first_oom,
     literal,
+    outcome,
     positive_int,
-    steady_time_s,
     without_launcher_prefix,
 )
 
@@ -234,13 +233,11 @@ def parse_megatron(lines: Sequence[str], name: str, fmt: Format = "megatron") ->
         for key in ("offload_optimizer", "offload_param"):
             if ds.get(key) is not None:
                 fields[key] = ds[key]
-    oom_line = first_oom(lines)
-    time_s, steady = None, 0
-    if oom_line is None:
-        time_s, steady = steady_time_s(iterations, name, len(lines))
-        notes.append(f"iteration time: median of {steady} of {len(iterations)} logged iteration lines "
+    end = outcome(lines, iterations, name)
+    if end.oom_line is None:
+        notes.append(f"iteration time: median of {end.steady} of {len(iterations)} logged iteration lines "
                      "(warm-up and lines with skipped or NaN iterations left out)")
-    return ParsedLog(name=name, format=fmt, **fields, iterations=tuple(iterations), steady_iterations=steady,
-                     iteration_time_s=time_s, peak_memory_bytes=None if peak_mib is None else peak_mib * MIB,
-                     memory_kind=None if peak_mib is None else "max allocated", oom=oom_line is not None,
-                     oom_line=oom_line, notes=tuple(notes))
+    return ParsedLog(name=name, format=fmt, **fields, iterations=tuple(iterations), steady_iterations=end.steady,
+                     iteration_time_s=end.time_s, peak_memory_bytes=None if peak_mib is None else peak_mib * MIB,
+                     memory_kind=None if peak_mib is None else "max allocated", oom=end.oom_line is not None,
+                     oom_line=end.oom_line, notes=tuple(notes))

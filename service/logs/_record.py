@@ -18,12 +18,12 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from search import SpecError
 
 Format = Literal["megatron", "megatron-deepspeed", "deepspeed", "torchtitan"]
-FORMATS: tuple[Format, ...] = ("megatron", "megatron-deepspeed", "deepspeed", "torchtitan")
+FORMATS: tuple[Format, ...] = get_args(Format)
 
 MIB = 1024**2
 GIB = 1024**3
@@ -183,6 +183,25 @@ def steady_time_s(iterations: Sequence[Iteration], name: str, last_line: int) ->
                             f"are warm-up{why}", "log more iterations (at least 3 logged lines; the first "
                             "max(2, 10%) are warm-up) or a smaller log interval")
     return statistics.median(steady), len(steady)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a logged run ended: out of memory on ``oom_line``, or trained at ``time_s`` per iteration,
+    the median of ``steady`` steady-state lines."""
+
+    oom_line: int | None
+    time_s: float | None
+    steady: int
+
+
+def outcome(lines: Sequence[str], iterations: Sequence[Iteration], name: str) -> Outcome:
+    """The OOM verdict, else the steady-state time (:func:`steady_time_s`, which refuses a log without one)."""
+    oom_line = first_oom(lines)
+    if oom_line is not None:
+        return Outcome(oom_line, None, 0)
+    time_s, steady = steady_time_s(iterations, name, len(lines))
+    return Outcome(None, time_s, steady)
 
 
 def first_oom(lines: Sequence[str]) -> int | None:

@@ -42,8 +42,7 @@ from service.logs._record import (
     Iteration,
     LogParseError,
     ParsedLog,
-    first_oom,
-    steady_time_s,
+    outcome,
 )
 
 TITAN_PREFIX = re.compile(r"\[titan\] ")
@@ -220,15 +219,14 @@ def parse_torchtitan(lines: Sequence[str], name: str) -> ParsedLog:
         raise LogParseError(name, rates[0].line, f"metrics lines, but the log does not print the {', '.join(missing)} "
                             "that turn tokens per second into seconds per step",
                             "give the whole log from the start of the run")
-    oom_line = first_oom(lines)
-    time_s, steady = None, 0
-    if oom_line is None:
-        time_s, steady = steady_time_s(iterations, name, len(lines))
-        notes.append(f"iteration time: global batch x sequence length / (tps x world size), median of {steady} of "
+    end = outcome(lines, iterations, name)
+    if end.oom_line is None:
+        notes.append(f"iteration time: global batch x sequence length / (tps x world size), median of {end.steady} of "
                      f"{len(iterations)} logged steps (warm-up and NaN-loss steps left out)")
     if peak_gib is not None:
         notes.append("peak memory: torchtitan prints the peak reserved memory (allocator cache included)")
-    return ParsedLog(name=name, format="torchtitan", **fields, iterations=tuple(iterations), steady_iterations=steady,
-                     iteration_time_s=time_s, peak_memory_bytes=None if peak_gib is None else peak_gib * GIB,
-                     memory_kind=None if peak_gib is None else "max reserved", oom=oom_line is not None,
-                     oom_line=oom_line, notes=tuple(notes))
+    return ParsedLog(name=name, format="torchtitan", **fields, iterations=tuple(iterations),
+                     steady_iterations=end.steady, iteration_time_s=end.time_s,
+                     peak_memory_bytes=None if peak_gib is None else peak_gib * GIB,
+                     memory_kind=None if peak_gib is None else "max reserved", oom=end.oom_line is not None,
+                     oom_line=end.oom_line, notes=tuple(notes))
