@@ -8,9 +8,10 @@ the caller writes it. Every value that reaches a shell goes through :func:`servi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from search import ClusterSpec, HardwareProfile, ModelSpec, ParallelConfig, SpecError, TrainingSpec
-from search._parallel_spec import BLACKWELL_PRECISIONS
+from search._parallel_spec import BLACKWELL_PRECISIONS, Framework
 from search._predict import check_precision
 
 from ._recipe import TrainingRecipe
@@ -74,3 +75,50 @@ class LaunchFiles:
     """Environment the framework needs (exported by the command / script)."""
     notes: tuple[str, ...] = ()
     """What the files leave to the user or could not check (said by the CLI and the API)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPoint:
+    """What a launcher runs for one framework: the training entry point's arguments, and how to start it."""
+
+    args: tuple[str, ...]
+    """The arguments after the train script (or after ``-m module``)."""
+    module: str | None = None
+    """A Python module run as ``-m module`` instead of the request's train script; None: the train script."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment the entry point needs on top of the framework's (e.g. ``PYTHONPATH`` for a config module)."""
+    notes: tuple[str, ...] = ()
+    """What the framework's files leave to the user (placeholders to set, ...)."""
+
+
+class LaunchTarget(Protocol):
+    """One way to launch a ranked configuration: a framework's files, or a launcher's script.
+
+    The contract, run against every registered target over every enumerated configuration by
+    ``tests/service/launch/test_targets.py``:
+
+    * ``name`` is unique among the targets; it is what ``--emit`` and the launch endpoint's
+      ``target`` take;
+    * ``frameworks`` are the :data:`search.FRAMEWORKS` whose configurations ``emit`` writes;
+    * ``emit(request)`` for a request of one of those frameworks returns at least one non-empty
+      file, and a command unless the framework's own launch needs a launcher target (plain
+      DeepSpeed's ``ds_config.json``); it is pure: the same request gives equal files, command,
+      environment and notes;
+    * a request of any other framework is refused with a :class:`search.SpecError` on field
+      ``target`` that names the targets which run it; a configuration the framework cannot run
+      is refused with a SpecError naming the field to change.
+    """
+
+    @property
+    def name(self) -> str:
+        """What ``--emit`` and the launch endpoint's ``target`` call it."""
+        ...
+
+    @property
+    def frameworks(self) -> tuple[Framework, ...]:
+        """The frameworks whose configurations it launches."""
+        ...
+
+    def emit(self, request: LaunchRequest) -> LaunchFiles:
+        """The files, command, environment and notes that launch ``request``."""
+        ...

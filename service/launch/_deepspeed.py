@@ -21,8 +21,9 @@ import warnings
 from typing import Any
 
 from search import SpecError
-from service.launch._base import LaunchFiles, LaunchRequest
+from service.launch._base import EntryPoint, LaunchFiles, LaunchRequest
 from service.launch._recipe import REQUIRED
+from service.launch._shell import in_launch_dir
 
 # DeepSpeed's aio defaults (deepspeed/runtime/swap_tensor/constants.py), the keys the runtime reads.
 AIO_DEFAULTS: dict[str, Any] = {"block_size": 1048576, "queue_depth": 8, "intra_op_parallelism": 1,
@@ -150,6 +151,12 @@ def deepspeed_notes(request: LaunchRequest) -> tuple[str, ...]:
     if request.config.tiles > 1:
         notes.append(tiling_note(request.config.tiles))
     return tuple(notes)
+
+
+def deepspeed_entry(request: LaunchRequest) -> EntryPoint:
+    """What the launchers run for plain DeepSpeed: the user's script, given the emitted ``ds_config.json``."""
+    return EntryPoint(args=("--deepspeed", "--deepspeed_config", in_launch_dir("ds_config.json")),
+                      notes=deepspeed_notes(request))
 
 
 def tiling_note(tiles: int) -> str:

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 
 from search import SpecError
 
-from ._base import LaunchFiles, LaunchRequest
+from ._base import EntryPoint, LaunchFiles, LaunchRequest
 from ._shell import command, export_lines, in_launch_dir, placeholder, quote
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -151,6 +151,13 @@ def torchrun(request: LaunchRequest, script_args: Sequence[str], *, module: str 
               f"{export_lines(exports)}"
               f"{line} {PASS_THROUGH}\n")
     return LaunchFiles(files={"launch_torchrun.sh": script}, command=line, env=exports)
+
+
+def with_torchrun(request: LaunchRequest, files: dict[str, str], entry: EntryPoint) -> LaunchFiles:
+    """A framework's ``files`` with the torchrun line (the same on every node) that runs ``entry``, the
+    environment it exports and the entry point's notes: what the framework targets emit."""
+    argv = torchrun_argv(request, entry.args, module=entry.module)
+    return LaunchFiles(files=files, command=command(argv), env=_launch_env(request, entry.env), notes=entry.notes)
 
 
 def deepspeed_argv(request: LaunchRequest, script_args: Sequence[str]) -> list[str]:

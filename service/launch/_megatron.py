@@ -26,8 +26,8 @@ from pathlib import Path
 from search import ModelSpec, ParallelConfig, SpecError
 from search._pipeline_layout import megatron_account_for, megatron_first_last, megatron_layout
 
-from ._base import LaunchFiles, LaunchRequest
-from ._launchers import torchrun
+from ._base import EntryPoint, LaunchFiles, LaunchRequest
+from ._launchers import with_torchrun
 from ._megatron_recipe import MEGATRON_RECIPE, model_settings, number, recipe_args
 from ._pipeline_split import megatron_pipeline_args
 
@@ -324,14 +324,19 @@ def int_value(values: dict[str, str | None], flag: str, default: int | None, fie
     return default if number is None else int(number)
 
 
+def check_known_flags(argv: Sequence[str], flags: frozenset[str], field: str, framework: str, pin: str) -> None:
+    """Refuse a ``--flag`` of ``argv`` that is not in ``flags``, the flag list of ``framework`` at its
+    pinned ``pin`` (a release or a commit)."""
+    for word in argv:
+        if word.startswith("--") and word not in flags:
+            raise SpecError(field, f"{word} is not an argument of {framework}",
+                            f"remove it or use the flag that {pin} defines")
+
+
 def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
     """Raise SpecError unless every flag exists at the pinned release and the values pass
     the rules of Megatron's ``validate_args`` (and of its micro-batch calculator)."""
-    flags = megatron_flags()
-    for word in argv:
-        if word.startswith("--") and word not in flags:
-            raise SpecError(_FIELD, f"{word} is not an argument of Megatron-LM ({megatron_release()})",
-                            "remove it or use the flag that release defines")
+    check_known_flags(argv, megatron_flags(), _FIELD, f"Megatron-LM ({megatron_release()})", "release")
     v = arg_values(argv)
     if "--fp4-format" in v and "--fp8-format" in v:  # arguments.py:1065
         raise SpecError(_FIELD, "--fp4-format and --fp8-format cannot be used simultaneously",
@@ -641,11 +646,15 @@ def _without_mtp(layout: str, pp: int, mtp: int) -> str:
     return text.replace("m", "")
 
 
+def megatron_entry(request: LaunchRequest) -> EntryPoint:
+    """What the launchers run for Megatron-LM: ``pretrain_gpt.py`` with :func:`megatron_args`."""
+    args, notes = megatron_args_and_notes(request)
+    return EntryPoint(args=tuple(args), notes=tuple(notes))
+
+
 def emit_megatron(request: LaunchRequest) -> LaunchFiles:
     """``megatron_args.txt`` (one argument per line, placeholders as the shell sees them) and the torchrun
     command that runs ``pretrain_gpt.py``."""
-    args, notes = megatron_args_and_notes(request)
-    check_megatron_args(args, request.config.world_size)
-    launch = torchrun(request, args)
-    return LaunchFiles(files={"megatron_args.txt": "".join(f"{a}\n" for a in args)},
-                       command=launch.command, env=launch.env, notes=tuple(notes))
+    entry = megatron_entry(request)
+    check_megatron_args(entry.args, request.config.world_size)
+    return with_torchrun(request, {"megatron_args.txt": "".join(f"{a}\n" for a in entry.args)}, entry)

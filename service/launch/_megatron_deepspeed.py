@@ -31,17 +31,19 @@ Facts from ``shared/reference/frameworks.md`` §5 (Megatron-DeepSpeed) and the f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from search import SpecError
 
-from ._base import LaunchFiles, LaunchRequest
+from ._base import EntryPoint, LaunchFiles, LaunchRequest
 from ._deepspeed import emit_deepspeed
-from ._launchers import torchrun
+from ._launchers import with_torchrun
 from ._megatron import (
     ShapeSpelling,
     arg_values,
+    check_known_flags,
     check_recipe_args,
     check_request,
     int_value,
@@ -126,11 +128,8 @@ def check_megatron_deepspeed_args(argv: Sequence[str], world_size: int, ds_zero_
 
     ``ds_zero_stage``: the ds_config's ``zero_optimization.stage``, which ``--zero-stage`` must equal.
     """
-    flags = megatron_deepspeed_flags()
-    for word in argv:
-        if word.startswith("--") and word not in flags:
-            raise SpecError(_FIELD, f"{word} is not an argument of Megatron-DeepSpeed ({megatron_deepspeed_release()})",
-                            "remove it or use the flag that commit defines")
+    check_known_flags(argv, megatron_deepspeed_flags(), _FIELD,
+                      f"Megatron-DeepSpeed ({megatron_deepspeed_release()})", "commit")
     v = arg_values(argv)
     tp = int_value(v, "--tensor-model-parallel-size", 1, _FIELD) or 1
     pp = int_value(v, "--pipeline-model-parallel-size", 1, _FIELD) or 1
@@ -189,11 +188,17 @@ def check_megatron_deepspeed_args(argv: Sequence[str], world_size: int, ds_zero_
     int_value(v, "--rotary-position-embeddings-theta", None, _FIELD)  # type=int
 
 
+def megatron_deepspeed_entry(request: LaunchRequest) -> EntryPoint:
+    """What the launchers run for Megatron-DeepSpeed: ``pretrain_gpt.py`` with :func:`megatron_deepspeed_args`."""
+    args, notes = megatron_deepspeed_args_and_notes(request)
+    return EntryPoint(args=tuple(args), notes=tuple(notes))
+
+
 def emit_megatron_deepspeed(request: LaunchRequest) -> LaunchFiles:
     """``ds_config.json`` (checked by DeepSpeed), ``megatron_deepspeed_args.txt`` and the torchrun command."""
-    args, notes = megatron_deepspeed_args_and_notes(request)  # first: it names the framework a config needs
+    entry = megatron_deepspeed_entry(request)  # first: it names the framework a config needs
     ds = emit_deepspeed(request)
-    check_megatron_deepspeed_args(args, request.config.world_size, request.config.zero_stage)
-    launch = torchrun(request, args)
-    files = {**ds.files, "megatron_deepspeed_args.txt": "".join(f"{a}\n" for a in args)}
-    return LaunchFiles(files=files, command=launch.command, env=launch.env, notes=(*ds.notes, *notes))
+    check_megatron_deepspeed_args(entry.args, request.config.world_size, request.config.zero_stage)
+    files = {**ds.files, "megatron_deepspeed_args.txt": "".join(f"{a}\n" for a in entry.args)}
+    out = with_torchrun(request, files, entry)
+    return dataclasses.replace(out, notes=(*ds.notes, *out.notes))

@@ -51,10 +51,10 @@ from dataclasses import dataclass
 import search
 from search import SpecError
 
-from ._base import LaunchFiles, LaunchRequest
-from ._launchers import torchrun_argv
+from ._base import EntryPoint, LaunchFiles, LaunchRequest
+from ._launchers import with_torchrun
 from ._pipeline_split import torchtitan_less_layers
-from ._shell import command, python_path
+from ._shell import python_path
 from ._torchtitan_recipe import ENV_HELPER, model_lines, recipe_lines
 
 TORCHTITAN_RELEASE = "0.3.0"
@@ -366,7 +366,16 @@ def emit_torchtitan(request: LaunchRequest) -> LaunchFiles:
     ``PYTHONPATH``, so every worker imports the module whatever its working directory.
     """
     text = torchtitan_config(request)
-    notes = recipe_lines(request)[2]
-    argv = torchrun_argv(request, ["--module", CONFIG_MODULE, "--config", CONFIG_FUNCTION], module=TRAIN_MODULE)
-    return LaunchFiles(files={f"{CONFIG_MODULE}.py": text}, command=command(argv),
-                       env={"PYTHONPATH": python_path()}, notes=tuple(notes))
+    return with_torchrun(request, {f"{CONFIG_MODULE}.py": text}, _entry(request))
+
+
+def torchtitan_entry(request: LaunchRequest) -> EntryPoint:
+    """What the launchers run for torchtitan: ``-m torchtitan.train`` with the emitted config module, which
+    must lie on ``PYTHONPATH`` (refused like :func:`emit_torchtitan` when torchtitan cannot run it)."""
+    torchtitan_config(request)
+    return _entry(request)
+
+
+def _entry(request: LaunchRequest) -> EntryPoint:
+    return EntryPoint(args=("--module", CONFIG_MODULE, "--config", CONFIG_FUNCTION), module=TRAIN_MODULE,
+                      env={"PYTHONPATH": python_path()}, notes=tuple(recipe_lines(request)[2]))

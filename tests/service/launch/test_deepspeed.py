@@ -7,7 +7,6 @@ import copy
 import dataclasses
 import json
 import os
-import random
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,10 @@ from service.launch._deepspeed import (
     refuse_ds_config,
 )
 from service.launch._recipe import TrainingRecipe
+from tests.service.launch.enumerated import DEEPSPEED_MODEL, deepspeed_grid
 
 GOLDEN = Path(__file__).parent / "golden"
-SMALL = search.model_preset("gpt-1.7b")
-
-
-def _grid() -> list[tuple[str, search.ParallelConfig]]:
-    picked: list[tuple[str, search.ParallelConfig]] = []
-    for framework in ("deepspeed", "megatron-deepspeed"):
-        space = search.enumerate_space(SMALL, 8, 32, framework, micro_batches=(1, 2, 4))
-        configs = [c.config for c in space.candidates]
-        picked += [(framework, c) for c in random.Random(5).sample(configs, min(25, len(configs)))]
-    return picked
+SMALL = DEEPSPEED_MODEL
 
 
 def _request(framework: str, config: search.ParallelConfig, precision: str = "bf16",
@@ -45,7 +36,7 @@ def _request(framework: str, config: search.ParallelConfig, precision: str = "bf
                          profile=profile, recipe=recipe or TrainingRecipe())
 
 
-@pytest.mark.parametrize(("framework", "config"), _grid())
+@pytest.mark.parametrize(("framework", "config"), deepspeed_grid())
 def test_grid_accepted_by_deepspeed(framework: str, config: search.ParallelConfig) -> None:
     precision = "fp16" if config.micro_batch == 2 else "bf16"
     out = emit_deepspeed(_request(framework, config, precision))

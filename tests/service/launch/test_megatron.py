@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import shlex
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import search
 from search import SpecError
 from service.launch._base import LaunchRequest
 from service.launch._megatron import FLAGS_FILE, check_megatron_args, emit_megatron, megatron_args, megatron_flags
+from tests.service.launch.enumerated import megatron_sample
 
 GOLDEN = Path(__file__).parent / "golden" / "megatron_gpt3_175b_tp8_pp8.txt"
 
@@ -37,20 +37,7 @@ def test_flag_list_is_sorted_pinned_and_complete() -> None:
     assert "--virtual-pipeline-model-parallel-size" not in megatron_flags()
 
 
-def _sample() -> list[LaunchRequest]:
-    rng = random.Random(5)
-    out = []
-    for name in ("gpt-7.5b", "llama3-8b"):
-        model = search.model_preset(name)
-        space = search.enumerate_space(model, 64, 256, "megatron")
-        cands = [c for c in space.candidates if c.framework == "megatron"]
-        for cand in rng.sample(cands, min(20, len(cands))):
-            out.append(LaunchRequest(model=model, cluster=search.cluster_preset("dgx-a100-80gb", 8),
-                                     config=cand.config, training=search.TrainingSpec(256)))
-    return out
-
-
-@pytest.mark.parametrize("req", _sample(), ids=lambda r: f"{r.model.name}-{r.config}")
+@pytest.mark.parametrize("req", megatron_sample(), ids=lambda r: f"{r.model.name}-{r.config}")
 def test_enumerated_configs_emit_valid_args(req: LaunchRequest) -> None:
     out = emit_megatron(req)
     argv = out.files["megatron_args.txt"].splitlines()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shlex
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from service.launch._megatron_deepspeed import (
     megatron_deepspeed_args,
     megatron_deepspeed_flags,
 )
+from tests.service.launch.enumerated import megatron_deepspeed_sample
 
 GOLDEN = Path(__file__).parent / "golden" / "megatron_deepspeed_llama2_70b_tp8_pp4.txt"
 FW = "megatron-deepspeed"
@@ -55,20 +55,7 @@ def _request(model: str, nodes: int, config: search.ParallelConfig, batch: int,
                          config=config, training=search.TrainingSpec(batch, precision, framework=FW))  # type: ignore[arg-type]
 
 
-def _sample() -> list[LaunchRequest]:
-    rng = random.Random(7)
-    out = []
-    for name, nodes, batch in (("gpt-7.5b", 8, 256), ("llama2-70b", 16, 1024)):
-        model = search.model_preset(name)
-        cluster = search.cluster_preset("dgx-a100-80gb", nodes)
-        cands = [c for c in search.enumerate_space(model, cluster.world_size, batch, FW).candidates]
-        for cand in rng.sample(cands, min(20, len(cands))):
-            out.append(LaunchRequest(model=model, cluster=cluster, config=cand.config,
-                                     training=search.TrainingSpec(batch, framework=FW)))
-    return out
-
-
-@pytest.mark.parametrize("req", _sample(), ids=lambda r: f"{r.model.name}-{r.config}")
+@pytest.mark.parametrize("req", megatron_deepspeed_sample(), ids=lambda r: f"{r.model.name}-{r.config}")
 def test_enumerated_configs_emit_valid_args_and_ds_config(req: LaunchRequest) -> None:
     out = emit_megatron_deepspeed(req)
     argv = out.files["megatron_deepspeed_args.txt"].splitlines()

@@ -5,31 +5,15 @@ flag list and autopar's copy of megatron-core 0.19's validate_args rules; dense 
 from __future__ import annotations
 
 import dataclasses
-import random
 
 import pytest
 
 import search
 from search import ModelSpec, ParallelConfig, SpecError, TrainingSpec
-from search._moe_spec import MLASpec, MoESpec
+from search._moe_spec import MoESpec
 from service.launch._base import LaunchRequest
 from service.launch._megatron import arg_values, check_megatron_args, emit_megatron, megatron_args, megatron_flags
-
-DEEPSEEK_V3 = ModelSpec(
-    "deepseek-v3-like", layers=61, hidden=7168, heads=128, ffn=18432, vocab=129280, seq_len=4096,
-    activation="swiglu", position_embedding="rope", bias=False, norm="rmsnorm", norm_eps=1e-6,
-    mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
-    moe=MoESpec(experts=256, topk=8, expert_ffn=2048, shared_experts=1, shared_expert_ffn=2048,
-                first_dense_layers=3),
-    mtp_layers=1)
-QWEN3_30B_A3B = ModelSpec(
-    "qwen3-30b-a3b-like", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn=6144, vocab=151936,
-    seq_len=4096, activation="swiglu", position_embedding="rope", rope_theta=1e6, bias=False, norm="rmsnorm",
-    norm_eps=1e-6, qk_norm=True, moe=MoESpec(experts=128, topk=8, expert_ffn=768))
-MIXTRAL = ModelSpec(
-    "mixtral-8x7b-like", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000, seq_len=4096,
-    activation="swiglu", position_embedding="rope", rope_theta=1e6, bias=False, norm="rmsnorm",
-    moe=MoESpec(experts=8, topk=2, expert_ffn=14336))
+from tests.service.launch.enumerated import DEEPSEEK_V3, MIXTRAL, QWEN3_30B_A3B, expert_samples
 
 MOE_FLAGS = ("--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq",
              "--moe-shared-expert-intermediate-size", "--expert-model-parallel-size",
@@ -238,17 +222,7 @@ def test_moe_rules_refuse(argv: list[str], needle: str) -> None:
     assert needle in str(err.value)
 
 
-def _sample(model: ModelSpec, gpus: int, batch: int, n: int) -> list[LaunchRequest]:
-    cluster = search.cluster_preset("dgx-h100", gpus // 8)
-    space = search.enumerate_space(model, gpus, batch, "megatron")
-    cands = [c for c in space.candidates if c.framework == "megatron"]
-    picked = random.Random(7).sample(cands, min(n, len(cands)))
-    return [LaunchRequest(model=model, cluster=cluster, config=c.config, training=TrainingSpec(batch)) for c in picked]
-
-
-@pytest.mark.parametrize("req", [*_sample(MIXTRAL, 64, 256, 15), *_sample(QWEN3_30B_A3B, 64, 256, 15),
-                                 *_sample(search.model_preset("deepseek-v3"), 1024, 2048, 10)],
-                         ids=lambda r: f"{r.model.name}-{r.config}")
+@pytest.mark.parametrize("req", expert_samples(), ids=lambda r: f"{r.model.name}-{r.config}")
 def test_enumerated_expert_configs_emit_valid_args(req: LaunchRequest) -> None:
     v = _emit(req)
     assert v["--expert-model-parallel-size"] == str(req.config.ep)

@@ -37,6 +37,7 @@ from service.launch._torchtitan import (
     match_flavor,
     torchtitan_config,
 )
+from tests.service.launch.enumerated import torchtitan_sample
 
 GOLDEN = Path(__file__).parent / "golden" / "torchtitan_llama3_70b_dp8_tp8.py"
 PYTHONPATH = "${LAUNCH_DIR:-.}${PYTHONPATH:+:$PYTHONPATH}"
@@ -429,20 +430,11 @@ def test_torchtitan_loads_and_validates(load: Any, name: str) -> None:
     check_with_torchtitan(cfg, req)
 
 
-def _sample() -> list[LaunchRequest]:
-    """Every 151st configuration autopar's search enumerates for Llama 3 8B on 8 DGX H100 with FSDP."""
-    model, cluster = search.model_preset("llama3-8b"), search.cluster_preset("dgx-h100", 8)
-    space = search.enumerate_space(model, cluster.world_size, 256, "fsdp")
-    return [LaunchRequest(model=model, cluster=cluster, config=cand.config,
-                          training=search.TrainingSpec(256, framework="fsdp"))
-            for cand in space.candidates[::151]]
-
-
 def test_enumerated_configs(titan: ModuleType, load: Any) -> None:
     """Each sampled search candidate either loads in torchtitan and passes its checks, or is a 1F1B
     layout with fewer micro-batches than stages, which torch's Schedule1F1B refuses."""
     loaded = 0
-    for req in _sample():
+    for req in torchtitan_sample():
         c = req.config
         if c.pp > 1 and c.vp == 1 and 256 // (c.dp * c.micro_batch) < c.pp:
             with pytest.raises(SpecError, match="1F1B"):
