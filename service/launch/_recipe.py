@@ -15,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from search import SpecError
 
 LrSchedule = Literal["cosine", "linear", "constant"]
-LR_SCHEDULES: tuple[str, ...] = ("cosine", "linear", "constant")
+LR_SCHEDULES: tuple[LrSchedule, ...] = get_args(LrSchedule)
 
 REQUIRED: dict[str, tuple[str, str]] = {
     "data_path": ("DATA_PATH", "the data path: Megatron --data-path, prefix of the tokenized .bin/.idx files"),

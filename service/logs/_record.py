@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from search import SpecError
+from search._model_spec import Activation, Attention, PositionEmbedding
+from search._parallel_spec import Offload, Recompute
 
 Format = Literal["megatron", "megatron-deepspeed", "deepspeed", "torchtitan"]
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -91,9 +93,9 @@ class ParsedLog:
     global_batch: int | None = None
     micro_batch: int | None = None
     zero_stage: int | None = None
-    offload_optimizer: Literal["none", "cpu", "nvme"] | None = None
-    offload_param: Literal["none", "cpu", "nvme"] | None = None
-    recompute: Literal["none", "selective", "full"] | None = None
+    offload_optimizer: Offload | None = None
+    offload_param: Offload | None = None
+    recompute: Recompute | None = None
     precision: str | None = None
     """bf16, fp16, fp8, mxfp8, nvfp4 or fp32 (which no preset models: the import refuses it)."""
     seq_len: int | None = None
@@ -103,13 +105,13 @@ class ParsedLog:
     kv_heads: int | None = None
     ffn: int | None = None
     vocab: int | None = None
-    activation: Literal["gelu", "swiglu"] | None = None
+    activation: Activation | None = None
     norm: Literal["layernorm", "rmsnorm"] | None = None
-    position_embedding: Literal["learned", "rope", "alibi"] | None = None
+    position_embedding: PositionEmbedding | None = None
     bias: bool | None = None
     tied_embeddings: bool | None = None
     dropout: bool | None = None
-    attention: Literal["flash", "standard"] | None = None
+    attention: Attention | None = None
     """The attention kernel: a fused one (FlashAttention, Transformer Engine's) or the unfused softmax."""
     head_dim: int | None = None
     """Per-head width when the log sets it apart from hidden / heads (Megatron's --kv-channels)."""
