@@ -12,7 +12,7 @@ from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._error_band import error_band, within_band
 from search._errors import SpecError
-from search._memory_plan import MemoryPlan
+from search._memory_plan import GpuPeak, MemoryPlan, holds_host_bytes, host_breakdown
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, Placement, Precision, TrainingSpec
 from search._predict import predict, predict_memory, stage_bound_terms
@@ -99,14 +99,16 @@ class Evaluator:
         self.n_feasible = 0
         self._bound_cache: dict[tuple[Any, ...], tuple[float, float]] = {}
         self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
-        self.fitting: dict[Candidate, MemoryPlan] = {}
-        """After :meth:`scan_memory`: every candidate that fits, with its memory plan."""
+        self.fitting: dict[Candidate, float] = {}
+        """After :meth:`scan_memory`: every candidate that fits, with its peak GPU bytes (its full
+        memory plan is built again when it is timed: most are never timed)."""
         self._threshold = 0.0
         self._peaks: dict[tuple[Any, ...], float] = {}
         """Peak bytes of every configuration :meth:`scan_memory` planned (for :meth:`_derive`'s estimates)."""
-        self.partial_sources: list[tuple[Candidate, MemoryPlan, tuple[str, ...]]] = []
+        self.partial_sources: list[tuple[Candidate, float, tuple[str, ...]]] = []
         """Enumerated configurations a fine-grained memory policy may improve (:meth:`derive_partials`)."""
         self.scanned = False
+        self._gpu_peak = GpuPeak(model, cal)
 
     def memory(self, cand: Candidate) -> MemoryPlan:
         return predict_memory(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal,
@@ -116,16 +118,42 @@ class Evaluator:
         """GPU, host and NVMe fit, with :attr:`min_headroom_bytes` of GPU memory to spare."""
         return plan.feasible and plan.peak_bytes <= plan.gpu_capacity_bytes - self.min_headroom_bytes
 
-    def _remember_miss(self, cand: Candidate, plan: MemoryPlan, order: int) -> None:
+    def _remember_miss(self, cand: Candidate, plan: MemoryPlan | None, order: int, peak_bytes: float = 0.0) -> None:
+        """Keep the three closest misses; ``plan`` None: a configuration with nothing on the host
+        whose ``peak_bytes`` alone the scan computed (its plan is built if it is kept)."""
         node = self.cluster.node
         # Closest first: by how far GPU memory is exceeded, then host memory and NVMe.
-        ratio = (plan.peak_bytes / self.cluster.gpu.memory_bytes,
-                 max(plan.cpu_bytes_per_node / node.cpu_memory_bytes, plan.nvme_bytes_per_node / node.nvme_bytes))
-        item = ((-ratio[0], -ratio[1]), -order, cand, plan)
+        if plan is None:
+            ratio = (peak_bytes / self.cluster.gpu.memory_bytes,
+                     max(0.0 / node.cpu_memory_bytes, 0.0 / node.nvme_bytes))
+        else:
+            ratio = (plan.peak_bytes / self.cluster.gpu.memory_bytes,
+                     max(plan.cpu_bytes_per_node / node.cpu_memory_bytes, plan.nvme_bytes_per_node / node.nvme_bytes))
+        rank = ((-ratio[0], -ratio[1]), -order)
+        if len(self.closest) == 3 and rank < self.closest[0][:2]:
+            return
+        item = (*rank, cand, plan or self.memory(cand))
         if len(self.closest) < 3:
             heapq.heappush(self.closest, item)
         else:
             heapq.heappushpop(self.closest, item)
+
+    def _peak_and_fit(self, cand: Candidate) -> tuple[float, bool, MemoryPlan | None]:
+        """Peak GPU bytes and whether ``cand`` fits (:meth:`fits`), from the GPU's peak alone
+        (:class:`search._memory_plan.GpuPeak`) and, where host memory or NVMe enter, the host side;
+        the full plan of a miss that holds host bytes (the closest misses rank by them too)."""
+        c = cand.config
+        m = self.trainings[cand.framework].global_batch // (c.dp * c.micro_batch)
+        peak = self._gpu_peak(c, cand.framework, m)
+        fit = peak <= self.cluster.gpu.memory_bytes - self.min_headroom_bytes
+        if not holds_host_bytes(c):
+            return peak, fit, None
+        if fit:
+            node = self.cluster.node
+            cpu, nvme, _states = host_breakdown(self.model, self.cluster, c, m, self.host_safety_factor)
+            if sum(cpu.values()) <= node.cpu_memory_bytes and nvme <= node.nvme_bytes:
+                return peak, True, None
+        return peak, False, self.memory(cand)  # a miss ranks by its host bytes too (closest misses)
 
     def scan_memory(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """Check every candidate's memory (about 7 us each): the exact count of configurations that
@@ -135,8 +163,8 @@ class Evaluator:
         # micro-batches in flight at most inversely: stored = per-layer x min(mb (pp - r), batch/dp)),
         # so once a configuration does not fit, the same one with a larger micro-batch does not either.
         failed_from: dict[tuple[Any, ...], int] = {}
-        # TP communication overlap changes no memory term: its twin without overlap's plan is reused.
-        plans: dict[tuple[Any, ...], MemoryPlan] = {}
+        # TP communication overlap changes no memory term: its twin without overlap's peak is reused.
+        peaks: dict[tuple[Any, ...], tuple[float, bool, MemoryPlan | None]] = {}
         fits_at: set[tuple[Any, ...]] = set()  # the keys (+ micro-batch) of the configurations that fit
         for order, cand in enumerate(candidates, start=1):
             c = cand.config
@@ -146,23 +174,23 @@ class Evaluator:
             if c.micro_batch >= failed_from.get(key, c.micro_batch + 1):
                 continue
             twin = (*key[:11], c.stage_layers, c.ep, c.etp, c.tiles, c.micro_batch)
-            plan = plans.get(twin) if c.sp else None
-            if plan is None:
-                plan = self.memory(cand)
+            known = peaks.get(twin) if c.sp else None
+            if known is None:
+                known = self._peak_and_fit(cand)
                 if c.sp:
-                    plans[twin] = plan
-            fit = self.fits(plan)
+                    peaks[twin] = known
+            peak, fit, plan = known
             if fit:
-                self.fitting[cand] = plan
+                self.fitting[cand] = peak
                 fitting.append(cand)
                 fits_at.add((*key, c.micro_batch))
             else:
-                self._peaks[(*key, c.micro_batch)] = plan.peak_bytes  # a twin a refinement starts from
+                self._peaks[(*key, c.micro_batch)] = peak  # a twin a refinement starts from
                 failed_from[key] = min(c.micro_batch, failed_from.get(key, c.micro_batch))
-                self._remember_miss(cand, plan, order)
+                self._remember_miss(cand, plan, order, peak)
             kinds = self._partial_kinds(cand, fit, fits_at)
             if kinds:
-                self.partial_sources.append((cand, plan, kinds))
+                self.partial_sources.append((cand, peak, kinds))
         self.n_feasible = len(fitting)
         self.scanned = True
         return fitting
@@ -230,19 +258,19 @@ class Evaluator:
         space's configurations that fit)."""
         derived: list[Candidate] = []
         self._threshold = threshold_tokens_per_s
-        for cand, plan, kinds in self.partial_sources:
+        for cand, peak, kinds in self.partial_sources:
             c = cand.config
             fewest = 1 if "recompute_layers" in kinds else c.recompute_layers
             if self.upper_bound_tokens_per_s(cand, fewest) <= threshold_tokens_per_s:
                 continue
-            for part, part_plan in self._derive(cand, plan, kinds):
+            for part, part_plan in self._derive(cand, peak, kinds):
                 if part not in self.fitting:
-                    self.fitting[part] = part_plan
+                    self.fitting[part] = part_plan.peak_bytes
                     derived.append(part)
         self.partial_sources = []
         return derived
 
-    def _derive(self, cand: Candidate, plan: MemoryPlan,
+    def _derive(self, cand: Candidate, peak: float,
                 kinds: tuple[str, ...]) -> list[tuple[Candidate, MemoryPlan]]:
         c, fw = cand.config, cand.framework
         out: list[tuple[Candidate, MemoryPlan]] = []
@@ -252,11 +280,11 @@ class Evaluator:
             peak_none = self._peaks.get(_twin_key(fw, c, recompute="none"))
             if chunk > 1 and peak_none is not None:
                 found = self._smallest(cand, lambda k: replace(c, recompute_layers=int(k)), 0, chunk, peak_none,
-                                       plan.peak_bytes, tuple(float(k) for k in range(1, chunk)))
+                                       peak, tuple(float(k) for k in range(1, chunk)))
                 if found is not None:
                     out.append(found)
         if "optimizer_offload_fraction" in kinds:
-            for src, src_plan in [(cand, plan), *out]:
+            for src, src_peak in [(cand, peak), *((part, part_plan.peak_bytes) for part, part_plan in out)]:
                 s = src.config
                 # The peak rises affinely as the share on the host falls: from f = 1 (fits) to f = 0, the
                 # twin without offload (planned by the scan), else estimated from a plan at f = 0.5.
@@ -264,8 +292,8 @@ class Evaluator:
                     if s.recompute_layers is None else None
                 if peak0 is None:
                     half = self.memory(Candidate(fw, replace(s, optimizer_offload_fraction=0.5)))
-                    peak0 = src_plan.peak_bytes + 2.0 * (half.peak_bytes - src_plan.peak_bytes)
-                found = self._smallest(src, partial(_with_offload_share, s), 0.0, 1.0, peak0, src_plan.peak_bytes,
+                    peak0 = src_peak + 2.0 * (half.peak_bytes - src_peak)
+                found = self._smallest(src, partial(_with_offload_share, s), 0.0, 1.0, peak0, src_peak,
                                        _OFFLOAD_SHARES)
                 if found is not None:
                     out.append(found)
@@ -275,7 +303,7 @@ class Evaluator:
             if self.fits(full) and support_status(fw, full_config := replace(c, activation_offload_layers=most)) \
                     != "refused":
                 found = self._smallest(cand, lambda n: replace(c, activation_offload_layers=int(n)), 0, most,
-                                       plan.peak_bytes, full.peak_bytes, tuple(float(n) for n in range(1, most)))
+                                       peak, full.peak_bytes, tuple(float(n) for n in range(1, most)))
                 out.append(found or (Candidate(fw, full_config), full))
         return out
 
@@ -317,7 +345,7 @@ class Evaluator:
 
     def _evaluate(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         self.n_evaluated += 1
-        plan = self.fitting.get(cand) or self.memory(cand)
+        plan = self.memory(cand)
         if not self.fits(plan):
             if not self.scanned:
                 self._remember_miss(cand, plan, self.n_evaluated)
@@ -369,9 +397,10 @@ def pareto_sweep(fitting: Sequence[Candidate], ev: Evaluator) -> None:
     after :meth:`Evaluator.scan_memory`: by headroom, most first, a configuration whose throughput
     bound does not exceed the best throughput already timed at as much headroom or more is
     dominated and skipped. The front of the timed configurations is then the front of the space."""
+    capacity = ev.cluster.gpu.memory_bytes
+
     def headroom(c: Candidate) -> float:
-        plan = ev.fitting[c]
-        return plan.gpu_capacity_bytes - plan.peak_bytes
+        return capacity - ev.fitting[c]
 
     best = 0.0
     for cand in sorted(fitting, key=headroom, reverse=True):
@@ -388,10 +417,9 @@ def pareto_refine(derived: Sequence[Candidate], ev: Evaluator) -> None:
     as much headroom or more (those points are known), walking both by headroom, most first."""
     known = sorted(((p.memory_headroom_bytes, p.tokens_per_s) for _, p, _ in ev.feasible), reverse=True)
     at, best = 0, 0.0
-    for cand in sorted(derived, key=lambda c: ev.fitting[c].gpu_capacity_bytes - ev.fitting[c].peak_bytes,
-                       reverse=True):
-        plan = ev.fitting[cand]
-        headroom = plan.gpu_capacity_bytes - plan.peak_bytes
+    capacity = ev.cluster.gpu.memory_bytes
+    for cand in sorted(derived, key=lambda c: capacity - ev.fitting[c], reverse=True):
+        headroom = capacity - ev.fitting[cand]
         while at < len(known) and known[at][0] >= headroom:
             best = max(best, known[at][1])
             at += 1

@@ -95,30 +95,38 @@ def _largest_layer_params(model: ModelSpec) -> int:
     return model.largest_layer_params
 
 
-def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
-                     held: float, last: bool, cal: Calibration, per_micro_batch: float,
-                     working: float, expert_params: float = 0.0) -> dict[str, float]:
-    """Components of one pipeline rank holding ``params`` parameters per GPU (``expert_params`` of
-    them routed experts, whose gradients and optimizer states shard over the expert data-parallel
-    group: Megatron ``theoretical_memory_usage.py`` 6 + 12/EDP bytes each with the distributed
-    optimizer); ``per_micro_batch`` = its layers' stored activation bytes per micro-batch,
-    ``working`` = the transient bytes of one recomputed layer."""
+def _rank_states(model: ModelSpec, config: ParallelConfig, framework: str, params: float,
+                 expert_params: float) -> ModelStateBytes:
+    """Weights, gradients, optimizer states and gathered parameters of one pipeline rank holding
+    ``params`` parameters per GPU (``expert_params`` of them routed experts, whose gradients and
+    optimizer states shard over the expert data-parallel group: Megatron
+    ``theoretical_memory_usage.py`` 6 + 12/EDP bytes each with the distributed optimizer). They do
+    not depend on the micro-batch, sequence parallelism or recomputation."""
     c = config
     largest = _largest_layer_params(model) if c.tiles == 1 else largest_module_params(model, c.tiles)
     states = model_state_bytes(
-        training.framework, c.zero_stage, c.dp * c.cp, params - expert_params, largest / c.tp,
+        framework, c.zero_stage, c.dp * c.cp, params - expert_params, largest / c.tp,
         model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
         offload_fraction=c.optimizer_offload_fraction,
     )
     if expert_params:
         ex = model_state_bytes(
-            training.framework, c.zero_stage, c.edp, expert_params, _largest_layer_params(model) / c.tp,
+            framework, c.zero_stage, c.edp, expert_params, _largest_layer_params(model) / c.tp,
             model.expert_params_per_layer / (c.ep * c.etp), c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
             offload_fraction=c.optimizer_offload_fraction,
         )
         states = ModelStateBytes(states.weights_bytes + ex.weights_bytes, states.gradients_bytes + ex.gradients_bytes,
                                  states.optimizer_bytes + ex.optimizer_bytes,
                                  max(states.gathered_params_bytes, ex.gathered_params_bytes))
+    return states
+
+
+def _rank_activation_bytes(model: ModelSpec, config: ParallelConfig, held: float, last: bool,
+                           per_micro_batch: float, working: float) -> float:
+    """Activation bytes of one pipeline rank before fragmentation: ``per_micro_batch`` (its layers'
+    stored bytes per micro-batch) times the ``held`` micro-batches, ``working`` (the transient
+    bytes of one recomputed layer), the pipeline's stage buffers and, on the last rank, the logits."""
+    c = config
     stored = per_micro_batch * held
     if c.offload_param != "none" and c.recompute == "full":
         stored = 0.0  # ZeRO-Infinity keeps the activation checkpoints in host memory
@@ -126,14 +134,24 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
         working += pipeline_buffer_bytes(model, c.micro_batch, c.cp, held, c.tp if c.sp else 1)
     if last:
         working += logits_bytes(model, c.micro_batch, c.tp, c.cp)
-    frag = cal.memory_fragmentation
+    return stored + working
+
+
+def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
+                     held: float, last: bool, cal: Calibration, per_micro_batch: float,
+                     working: float, expert_params: float = 0.0) -> dict[str, float]:
+    """Components of one pipeline rank (:func:`_rank_states`, :func:`_rank_activation_bytes`);
+    ``per_micro_batch`` = its layers' stored activation bytes per micro-batch, ``working`` = the
+    transient bytes of one recomputed layer."""
+    states = _rank_states(model, config, training.framework, params, expert_params)
     return {
         "weights": states.weights_bytes,
         "gradients": states.gradients_bytes,
         "optimizer_states": states.optimizer_bytes,
         "gathered_params": states.gathered_params_bytes,
-        "activations": frag * (stored + working),
-        "comm_buffers": frag * deepspeed_bucket_bytes(training.framework, c.zero_stage, 2),
+        "activations": cal.memory_fragmentation * _rank_activation_bytes(model, config, held, last, per_micro_batch,
+                                                                          working),
+        "comm_buffers": cal.memory_fragmentation * deepspeed_bucket_bytes(training.framework, config.zero_stage, 2),
         "runtime_overhead": cal.memory_overhead_bytes,
     }
 
@@ -151,9 +169,14 @@ def rank_held_micro_batches(pp: int, vp: int, num_micro_batches: int, rank: int)
     return held
 
 
-def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, num_micro_batches: int,
-                     cal: Calibration, ranks: Sequence[int] | None = None) -> dict[int, dict[str, float]]:
-    """The memory components of each pipeline rank in ``ranks`` (default: every rank)."""
+RankInputs = tuple[int, float, float, float, float, float]
+"""(rank, micro-batches held, stored activation bytes per micro-batch, working bytes, parameters
+per GPU, routed-expert parameters per GPU) of one pipeline rank."""
+
+
+def _rank_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: int,
+                 ranks: Sequence[int] | None) -> list[RankInputs]:
+    """What :func:`_stage_breakdown` needs for each pipeline rank in ``ranks`` (default: every rank)."""
     c = config
     counts = stage_layer_counts(model, c)
     moe_counts = stage_moe_layer_counts(model, c)
@@ -174,7 +197,7 @@ def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: Trainin
         working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp)
         if model.moe is not None:
             working = max(working, moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none"))
-    out = {}
+    out = []
     for r in range(c.pp) if ranks is None else ranks:
         held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, r) if c.pp > 1 else float(
             in_flight_micro_batches(1, 1, num_micro_batches))
@@ -188,9 +211,66 @@ def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: Trainin
         if c.activation_offload_layers:
             # Offloaded layers leave the GPU after their forward; one comes back ahead of its backward.
             per_mb -= (c.activation_offload_layers - 1) * per_layer
-        out[r] = _stage_breakdown(model, c, training, params[r], held, r == c.pp - 1, cal, per_mb, working,
-                                  experts[r])
+        out.append((r, held, per_mb, working, params[r], experts[r]))
     return out
+
+
+def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, num_micro_batches: int,
+                     cal: Calibration, ranks: Sequence[int] | None = None) -> dict[int, dict[str, float]]:
+    """The memory components of each pipeline rank in ``ranks`` (default: every rank)."""
+    return {r: _stage_breakdown(model, config, training, params, held, r == config.pp - 1, cal, per_mb, working,
+                                experts)
+            for r, held, per_mb, working, params, experts in _rank_inputs(model, config, num_micro_batches, ranks)}
+
+
+def _checked_ranks(model: ModelSpec, config: ParallelConfig) -> tuple[int, ...]:
+    return ranks_to_check(tuple(zip(stage_layer_counts(model, config), stage_moe_layer_counts(model, config),
+                                    strict=True)))
+
+
+def holds_host_bytes(config: ParallelConfig) -> bool:
+    """Whether anything of ``config`` lives in host memory or on NVMe (offloaded states or activations)."""
+    return config.offload_optimizer != "none" or config.offload_param != "none" or config.activation_offload_layers > 0
+
+
+class GpuPeak:
+    """Peak GPU bytes of the fullest rank and nothing else: the very float :func:`plan_memory`
+    gives (the same terms, summed in the same order), without the breakdown, for a search's memory
+    scan over 10^5 configurations. Per checked rank, the model states (independent of the
+    micro-batch, sequence parallelism and recomputation) are cached per layout and policy, and the
+    activations (independent of dp, ZeRO and the runtime) per shape and schedule."""
+
+    def __init__(self, model: ModelSpec, cal: Calibration) -> None:
+        self.model, self.cal = model, cal
+        self._states: dict[tuple[object, ...], tuple[float, ...]] = {}
+        self._activations: dict[tuple[object, ...], tuple[float, ...]] = {}
+
+    def __call__(self, config: ParallelConfig, framework: str, num_micro_batches: int) -> float:
+        c, model = config, self.model
+        frag = self.cal.memory_fragmentation
+        akey = (c.pp, c.vp, c.stage_layers, c.tp, c.cp, c.sp, c.recompute, c.micro_batch, c.etp, num_micro_batches,
+                c.recompute_layers, c.activation_offload_layers, c.offload_param != "none")
+        acts = self._activations.get(akey)
+        if acts is None:
+            acts = tuple(frag * _rank_activation_bytes(model, c, held, r == c.pp - 1, per_mb, working)
+                         for r, held, per_mb, working, _p, _e in _rank_inputs(model, c, num_micro_batches,
+                                                                             _checked_ranks(model, c)))
+            self._activations[akey] = acts
+        skey = (framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.zero_stage, c.offload_optimizer, c.offload_param,
+                c.optimizer_offload_fraction, c.stage_layers, c.ep, c.etp, c.tiles)
+        states = self._states.get(skey)
+        if states is None:
+            params = stage_params_per_rank(model, c)
+            experts = stage_expert_params_per_rank(model, c) if model.moe is not None else (0.0,) * c.pp
+            sums = []
+            for r in _checked_ranks(model, c):
+                s = _rank_states(model, c, framework, params[r], experts[r])
+                # Summed as plan_memory sums its breakdown, left to right, so the floats agree exactly.
+                sums.append(s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.gathered_params_bytes)
+            states = self._states[skey] = tuple(sums)
+        tail = frag * deepspeed_bucket_bytes(framework, c.zero_stage, 2)
+        overhead = self.cal.memory_overhead_bytes
+        return max(states[i] + acts[i] + tail + overhead for i in range(len(acts)))
 
 
 @lru_cache(maxsize=4096)
@@ -204,28 +284,13 @@ def ranks_to_check(counts: tuple[Hashable, ...]) -> tuple[int, ...]:
     return tuple(sorted({0, len(counts) - 1, *first_with.values()}))
 
 
-def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
-                num_micro_batches: int, cal: Calibration, *, host_safety_factor: float = 1.0) -> MemoryPlan:
-    """Memory of the fullest pipeline rank (:func:`ranks_to_check` finds the candidates). Host and
-    NVMe bytes per node come from the fullest rank's ZeRO shard (:mod:`search._host_memory`);
-    ``host_safety_factor`` > 1 keeps ``(factor - 1) x`` the offloaded states free on the host
-    (1.5: DeepSpeed's estimators)."""
+def host_breakdown(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, num_micro_batches: int,
+                   host_safety_factor: float = 1.0) -> tuple[dict[str, float], float, float]:
+    """Host memory per node by component, NVMe bytes per node, and the offloaded states' host bytes
+    per node (what a safety factor scales), from the fullest rank's ZeRO shard
+    (:mod:`search._host_memory`); for a configuration that :func:`holds_host_bytes`."""
     c = config
-    kinds = tuple(zip(stage_layer_counts(model, c), stage_moe_layer_counts(model, c), strict=True))
-    stages = stage_breakdowns(model, c, training, num_micro_batches, cal, ranks_to_check(kinds))
-    worst = max(stages, key=lambda r: sum(stages[r].values()))
-    breakdown = stages[worst]
-    peak = sum(breakdown.values())
     node = cluster.node
-    gpu_cap = cluster.gpu.memory_bytes
-    deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
-    tiles_hint = None
-    if peak > gpu_cap and training.framework == "deepspeed" and c.zero_stage == 3 and c.tiles == 1:
-        tiles_hint = tiles_that_fit(breakdown["gathered_params"], peak - gpu_cap, model, c.tp)
-    if c.offload_optimizer == "none" and c.offload_param == "none" and not c.activation_offload_layers:
-        # Nothing in host memory or on NVMe (most configurations a search checks).
-        return MemoryPlan(peak, breakdown, 0.0, 0.0, gpu_cap, node.cpu_memory_bytes, node.nvme_bytes,
-                          tiles_hint=tiles_hint)
     counts = stage_layer_counts(model, c)
     held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, 0) if c.pp > 1 else 1.0
     gpn = node.gpus_per_node
@@ -252,6 +317,31 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     }
     if host_safety_factor > 1.0:
         cpu_breakdown["safety_margin"] = safety_margin_bytes(host_states, host_safety_factor)
+    return cpu_breakdown, nvme, host_states
+
+
+def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+                num_micro_batches: int, cal: Calibration, *, host_safety_factor: float = 1.0) -> MemoryPlan:
+    """Memory of the fullest pipeline rank (:func:`ranks_to_check` finds the candidates). Host and
+    NVMe bytes per node come from the fullest rank's ZeRO shard (:mod:`search._host_memory`);
+    ``host_safety_factor`` > 1 keeps ``(factor - 1) x`` the offloaded states free on the host
+    (1.5: DeepSpeed's estimators)."""
+    c = config
+    stages = stage_breakdowns(model, c, training, num_micro_batches, cal, _checked_ranks(model, c))
+    worst = max(stages, key=lambda r: sum(stages[r].values()))
+    breakdown = stages[worst]
+    peak = sum(breakdown.values())
+    node = cluster.node
+    gpu_cap = cluster.gpu.memory_bytes
+    deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
+    tiles_hint = None
+    if peak > gpu_cap and training.framework == "deepspeed" and c.zero_stage == 3 and c.tiles == 1:
+        tiles_hint = tiles_that_fit(breakdown["gathered_params"], peak - gpu_cap, model, c.tp)
+    if not holds_host_bytes(c):
+        # Nothing in host memory or on NVMe (most configurations a search checks).
+        return MemoryPlan(peak, breakdown, 0.0, 0.0, gpu_cap, node.cpu_memory_bytes, node.nvme_bytes,
+                          tiles_hint=tiles_hint)
+    cpu_breakdown, nvme, host_states = host_breakdown(model, cluster, c, num_micro_batches, host_safety_factor)
     return MemoryPlan(peak, breakdown, sum(cpu_breakdown.values()), nvme, gpu_cap, node.cpu_memory_bytes,
                       node.nvme_bytes, cpu_breakdown, estimator_margin_bytes(host_states) if deepspeed else 0.0,
                       tiles_hint)
