@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from search import SpecError
-from service._db_access import current_database, open_database, reachable
+from service._db_access import current_database, open_database
 
 if TYPE_CHECKING:
     from service.store import Database
@@ -57,41 +57,26 @@ def add_admin_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 # --- db ------------------------------------------------------------------------------------
 
 
-def _revisions() -> list[str]:
-    from alembic.script import ScriptDirectory
-
-    from service.store._db import alembic_config
-
-    return [r.revision for r in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()][::-1]
-
-
 def _db(args: argparse.Namespace) -> int:
-    from alembic.util import CommandError
-
     from service.store import head_revision
 
     _, db = open_database(must_exist=args.db_command != "upgrade")
     head = head_revision()
     try:
-        with reachable(db):
-            db.check_integrity()
-            db.check_known()
-            before = db.current_revision()
-            try:
-                if args.db_command == "upgrade":
-                    db.upgrade(args.revision)
-                elif args.db_command == "downgrade":
-                    rows = {table: n for table, n in db.row_counts().items() if n and table != "alembic_version"}
-                    if rows and not args.yes:
-                        held = ", ".join(f"{n} {table}" for table, n in rows.items())
-                        raise SpecError("--yes", f"downgrading to {args.revision} may drop tables that hold data "
-                                        f"({held}), tokens included", "back the database up, stop the servers and "
-                                        "workers using it, then repeat with --yes")
-                    db.downgrade(args.revision)
-            except CommandError as exc:
-                raise SpecError("REV", f"{args.revision!r}: {exc}",
-                                f"use head, base or one of: {', '.join(_revisions())}") from None
-            after = db.current_revision()
+        db.check_integrity()
+        db.check_known()
+        before = db.current_revision()
+        if args.db_command == "upgrade":
+            db.upgrade(args.revision)  # an unknown REV is a SpecError naming the known ones
+        elif args.db_command == "downgrade":
+            rows = {table: n for table, n in db.row_counts().items() if n and table != "alembic_version"}
+            if rows and not args.yes:
+                held = ", ".join(f"{n} {table}" for table, n in rows.items())
+                raise SpecError("--yes", f"downgrading to {args.revision} may drop tables that hold data "
+                                f"({held}), tokens included", "back the database up, stop the servers and "
+                                "workers using it, then repeat with --yes")
+            db.downgrade(args.revision)
+        after = db.current_revision()
     finally:
         db.dispose()
     state = "head" if after == head else f"the newest is {head}: `autopar db upgrade`"
@@ -115,14 +100,10 @@ def _when(moment: datetime | None) -> str | None:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from service.api._auth import SCOPES, check_tenant
+    from service._tokens import check_scopes, check_tenant
 
-    if args.token_command == "create":
-        scopes = [s.strip() for s in args.scope.split(",") if s.strip()]
-        unknown = [s for s in scopes if s not in SCOPES]
-        if unknown or not scopes:  # checked before the database is opened: nothing is touched
-            raise SpecError("--scope", f"{', '.join(unknown) or 'nothing'} is not a scope", "use read, write or admin")
-        args.scopes = scopes
+    if args.token_command == "create":  # checked before the database is opened: nothing is touched
+        args.scopes = check_scopes([s.strip() for s in args.scope.split(",") if s.strip()])
         check_tenant(args.tenant)
     _, db = current_database()
     try:
@@ -132,12 +113,10 @@ def _token(args: argparse.Namespace) -> int:
 
 
 def _token_create(db: Database, args: argparse.Namespace) -> int:
-    from service.api._auth import create_token
-    from service.store import ApiToken
+    from service._tokens import create_token, granted_scopes
 
     token_id, token = create_token(db, args.name, args.scopes, args.tenant)
-    with db.session() as s:
-        scopes = s.get_one(ApiToken, token_id).scopes.split()
+    scopes = granted_scopes(args.scopes)
     if args.json:
         print(json.dumps({"id": token_id, "name": args.name, "tenant": args.tenant, "scopes": scopes, "token": token,
                           "header": f"Authorization: Bearer {token}"}, indent=2))
@@ -150,12 +129,10 @@ def _token_create(db: Database, args: argparse.Namespace) -> int:
 
 
 def _token_list(db: Database, args: argparse.Namespace) -> int:
-    from sqlalchemy import select
-
-    from service.store import ApiToken
+    from service.store import list_tokens
 
     with db.session() as s:
-        rows = s.execute(select(ApiToken).order_by(ApiToken.created_at, ApiToken.id)).scalars().all()
+        rows = list_tokens(s)
     tokens = [{"id": r.id, "name": r.name, "tenant": r.tenant, "scopes": r.scopes.split(),
                "created_at": _when(r.created_at),
                "last_used_at": _when(r.last_used_at), "revoked_at": _when(r.revoked_at)} for r in rows]
@@ -175,14 +152,14 @@ def _token_list(db: Database, args: argparse.Namespace) -> int:
 
 
 def _token_revoke(db: Database, args: argparse.Namespace) -> int:
-    from service.api._auth import revoke_token
-    from service.store import ApiToken
+    from service._tokens import revoke_token
+    from service.store import get_token
 
     if revoke_token(db, args.token_id):
         print(f"revoked {args.token_id}: the API refuses it within seconds (its token cache)")
         return 0
     with db.session() as s:
-        row = s.get(ApiToken, args.token_id)
+        row = get_token(s, token_id=args.token_id)
     if row is None:
         raise SpecError("ID", f"there is no token {args.token_id!r}", "see the ids with `autopar token list`")
     print(f"{args.token_id} was already revoked at {_when(row.revoked_at)}")

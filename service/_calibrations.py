@@ -25,10 +25,9 @@ from pydantic import ValidationError
 from search import Calibration, ClusterSpec, ParallelConfig, SpecError, TrainingSpec, default_calibration
 from search._calibration import calibration_fingerprint, calibration_from_dict
 from search._fit import FOLDS, MIN_RUNS, PRIOR_WEIGHT, MeasuredRun, calibrate, rescaled, scale_gpu_rates
-from service.api._schemas import ClusterIn, ModelIn
-from service.api._specs import cluster_spec, model_spec
+from service import store
+from service.request import ClusterIn, ModelIn, cluster_spec, model_spec
 from service.store import ClusterCalibration, Database, Run, utc_now
-from service.store import _calibrations as store
 
 PUBLISHED = "published"
 """The id an answer gives when it used the published constants (``search/calibration.json``)."""
@@ -72,7 +71,7 @@ def parse_filter(text: str | None, field: str = "from_runs") -> RunFilter:
 
 
 def cluster_name(cluster: dict[str, Any]) -> str | None:
-    """The name a stored request's cluster resolves to (``service.api._specs.cluster_spec``'s)."""
+    """The name a stored request's cluster resolves to (``service.request.cluster_spec``'s)."""
     if cluster.get("preset"):
         return str(cluster["preset"])
     gpu, node = cluster.get("gpu") or {}, cluster.get("node") or {}
@@ -98,7 +97,7 @@ def measured_run(row: Run, db: Database) -> MeasuredRun:
 def fit(db: Database, *, cluster: str | None, profile_id: str | None, run_filter: RunFilter, k: int = FOLDS,
         seed: int = 0, tenant: str, autopar_version: str, field_prefix: str = "") -> ClusterCalibration:
     """Fit and cross-validate a calibration on the cluster's (or profile's) timed runs: the row to
-    store (``service.store._calibrations.add``).
+    store (``service.store.add_calibration``).
 
     SpecError naming ``cluster`` / ``profile_id`` when neither or both are given, and ``from_runs``
     when fewer than :data:`search._fit.MIN_RUNS` runs match (saying how many did)."""
@@ -222,13 +221,13 @@ def choose(db: Database, *, calibration_id: str | None, cluster: str | None, pro
         return Chosen(default_calibration(), PUBLISHED, None)
     with db.session() as s:
         if calibration_id is not None:
-            row = store.get(s, calibration_id=calibration_id)
+            row = store.get_calibration(s, calibration_id=calibration_id)
             if row is None:
                 raise SpecError(field, f"no calibration {calibration_id!r}",
                                 "list them with GET /v1/calibrations (autopar calibrate fits one), or give "
                                 "'published' for the published constants")
         else:
-            row = store.latest(s, cluster_name=cluster, profile_id=profile_id)
+            row = store.latest_calibration(s, cluster_name=cluster, profile_id=profile_id)
     if row is None:
         return Chosen(default_calibration(), PUBLISHED, None, defaulted=True)
     return from_row(row, defaulted=calibration_id is None)
@@ -267,7 +266,7 @@ def drift(db: Database, *, cluster: str, window: int = DRIFT_WINDOW) -> dict[str
     not fitted on) are predicted worse by that calibration than its cross-validated error promised
     (:func:`drift_threshold`); the answer's ``advice`` says what to do."""
     with db.session() as s:
-        row = store.latest(s, cluster_name=cluster)
+        row = store.latest_calibration(s, cluster_name=cluster)
         runs = [r for r in store.timed_runs(s) if cluster_name(r.request.get("cluster") or {}) == cluster]
     out: dict[str, Any] = {"cluster": cluster, "calibration_id": PUBLISHED, "calibration_cv_mape": None, "runs": 0,
                            "recent_time_mape": None, "recent_time_bias": None, "threshold": None, "drifting": False}

@@ -1,11 +1,14 @@
-"""Database access shared by ``autopar serve | worker | db | token``: open the environment's
-database and turn 'cannot connect' into an error that names the URL and the fix."""
+"""Database access shared by ``autopar serve | worker | db | token | runs | calibrate``: open the
+environment's database, and say what to run when it is missing or not at the newest schema.
+
+Database errors need no translating here: the store raises its own kinds (``StorageUnavailable``
+naming the URL, password hidden, and the fix; ``DatabaseDamaged`` saying what to restore), each an
+:class:`search.AutoparError` the command line prints as one ``autopar: error:`` line."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from search import AutoparError, SpecError
@@ -14,42 +17,24 @@ if TYPE_CHECKING:
     from service._settings import Settings
     from service.store import Database
 
-_FIX_DB = "check AUTOPAR_DATABASE_URL and that the database server is running"
-
 
 @contextmanager
 def reachable(db: Database) -> Iterator[None]:
-    """Turn 'cannot connect' into a SpecError that names the URL (password hidden) and the fix."""
-    from sqlalchemy.exc import DatabaseError, InterfaceError, OperationalError
-
-    from service.store import URL_ENV
-    from service.store._db import damaged
-
-    try:
-        yield
-    except (OperationalError, InterfaceError) as exc:
-        reason = (str(exc.orig or exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise SpecError(URL_ENV, f"cannot use the database {db.safe_url}: {reason}", _FIX_DB) from None
-    except DatabaseError as exc:  # SQLite: "file is not a database", "database disk image is malformed"
-        reason = (str(exc.orig or exc).strip().splitlines() or [type(exc).__name__])[0]
-        if db.dialect == "sqlite":
-            raise damaged(db.url, reason) from None
-        raise SpecError(URL_ENV, f"the database {db.safe_url} refused a request: {reason}", _FIX_DB) from None
+    """Kept for the commands that still wrap their database work in it: the store translates
+    'cannot connect' (and every other database error) itself, so this adds nothing."""
+    yield
 
 
 def open_database(*, must_exist: bool) -> tuple[Settings, Database]:
     """The settings and database of the environment; with ``must_exist``, a missing SQLite file is an
     error rather than a new empty database (commands that only read or add rows create nothing)."""
-    from sqlalchemy.engine import make_url
-
     from service._settings import Settings
-    from service.store import URL_ENV, Database
-    from service.store._db import check_url
+    from service.store import URL_ENV, Database, check_url, sqlite_file
 
     settings = Settings.from_env()
     if must_exist and check_url(settings.database_url) == "sqlite":
-        path = make_url(settings.database_url).database
-        if not path or path == ":memory:" or not Path(path).expanduser().exists():
+        path = sqlite_file(settings.database_url)
+        if path is None or not path.exists():
             raise SpecError(URL_ENV, f"there is no database at {settings.database_url}",
                             "start `autopar serve` or run `autopar db upgrade` first (or set AUTOPAR_DATA_DIR "
                             "or AUTOPAR_DATABASE_URL to the service's database)")
@@ -57,15 +42,12 @@ def open_database(*, must_exist: bool) -> tuple[Settings, Database]:
 
 
 def current_database() -> tuple[Settings, Database]:
-    """An existing database whose schema is at head, else a SpecError that says what to run."""
+    """An existing database whose schema is at head, else an error that says what to run."""
     settings, db = open_database(must_exist=True)
     try:
-        with reachable(db):
-            db.check_integrity()
-            db.require_current()
+        db.check_integrity()
+        db.require_current()
     except AutoparError:
         db.dispose()
         raise
     return settings, db
-
-

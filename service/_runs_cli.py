@@ -102,8 +102,7 @@ class Export:
 
 def stored_specs(request: dict[str, Any], db: Database) -> Specs:
     """The specs POST /v1/runs predicted a stored request with, without its hardware profile."""
-    from service.api._schemas import ClusterIn, ModelIn, TrainingIn
-    from service.api._specs import cluster_spec, model_spec
+    from service.request import ClusterIn, ModelIn, TrainingIn, cluster_spec, model_spec
 
     cluster_in = ClusterIn.model_validate(request["cluster"]).model_copy(update={"profile_id": None})
     training = TrainingIn.model_validate(request["training"])
@@ -257,15 +256,12 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
 def export_runs(db: Database, *, search_id: str | None = None, model: str | None = None) -> Export:
     """Every stored run matching the filters (as GET /v1/runs filters them), oldest first."""
     from pydantic import ValidationError
-    from sqlalchemy import select
 
-    from service.api._app import autopar_version
-    from service.api._routes_runs import _filters
-    from service.store import Run
+    from service._version import autopar_version
+    from service.store import all_runs
 
     with db.session() as s:
-        rows = s.execute(select(Run).where(*_filters(search_id, model)).order_by(Run.created_at, Run.id)
-                         ).scalars().all()
+        rows = all_runs(s, search_id=search_id, model=model)
     records: list[dict[str, Any]] = []
     skipped: list[tuple[str, str]] = []
     versions: Counter[str] = Counter()
@@ -320,7 +316,7 @@ def _summary(export: Export, target: str, args: argparse.Namespace) -> list[str]
                      else "no stored runs: post measured runs to POST /v1/runs first")
     lines += [f"skipped {run_id}: {why}" for run_id, why in export.skipped]
     if export.other_versions:
-        from service.api._app import autopar_version
+        from service._version import autopar_version
 
         count = sum(export.other_versions.values())
         lines.append(f"note: {count} exported run(s) were predicted at upload by autopar "
@@ -333,15 +329,14 @@ def _summary(export: Export, target: str, args: argparse.Namespace) -> list[str]
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from service._db_access import current_database, reachable
+    from service._db_access import current_database
 
     if args.json and args.out is not None:
         raise SpecError("--out", "--json prints the runs to stdout and writes no file", "drop --out or --json")
     out: Path = args.out or DEFAULT_OUT
     _, db = current_database()
     try:
-        with reachable(db):
-            export = export_runs(db, search_id=args.search_id, model=args.model)
+        export = export_runs(db, search_id=args.search_id, model=args.model)
     finally:
         db.dispose()
     text = json.dumps(export.records, indent=1) + "\n"

@@ -1,7 +1,7 @@
 """The search worker: claims queued searches from the database, runs them, stores the results.
 
 Any number of workers (threads, processes, machines) share one database; the queue itself
-(claims with fencing tokens, leases, heartbeats) is ``service.store._jobs``. A worker keeps its
+(claims with fencing tokens, leases, heartbeats, release) is ``service.store``'s. A worker keeps its
 claim alive twice over: the search's progress callback heartbeats (at most every
 :data:`PROGRESS_BEAT_S`, recording progress) and a background thread heartbeats every third of
 the lease, for the stretches where the search reports no progress. When a heartbeat says the claim
@@ -29,15 +29,11 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy import update
-from sqlalchemy.exc import SQLAlchemyError
-
 from search import SpecError, search
 from search._search_result import RankedConfig, SearchResult
+from service._search_request import from_stored
 from service._settings import Settings
-from service.api._search_request import from_stored
-from service.store import Database, Search
-from service.store._jobs import DEFAULT_LEASE_S, Claim, claim, fail, finish, heartbeat
+from service.store import DEFAULT_LEASE_S, Claim, Database, StoreError, claim, fail, finish, heartbeat, release
 
 _log = logging.getLogger("autopar.worker")
 
@@ -130,20 +126,6 @@ def summary(result: SearchResult) -> dict[str, Any]:
             "pareto_ranks": [r.rank for r in result.top if (r.framework, r.config) in front]}
 
 
-def release(db: Database, c: Claim) -> bool:
-    """Put a running search back in the queue for another worker (this one is stopping). The claim is
-    handed back unused, so it does not count as an attempt.
-
-    A fenced UPDATE like those of ``service.store._jobs``, where it belongs."""
-    with db.session() as s:
-        res = s.execute(update(Search).where(Search.id == c.search_id, Search.claim_token == c.token,
-                                             Search.status == "running")
-                        .values(status="queued", claim_token=None, worker_id=None, heartbeat_at=None, progress=0.0,
-                                attempts=Search.attempts - 1)
-                        .execution_options(synchronize_session=False))
-        return res.rowcount == 1  # type: ignore[attr-defined]
-
-
 class TooLong(Exception):
     """A search passed the service's wall-clock limit for one search."""
 
@@ -180,10 +162,10 @@ def execute(db: Database, c: Claim, *, lease_s: float = DEFAULT_LEASE_S, stop: t
     except (SpecError, TooLong) as err:
         fail(db, c, str(err))
         return False
-    except SQLAlchemyError as err:  # its text (SQL, values, hosts) goes to the log only, never to a client
+    except StoreError as err:  # its text (SQL, values, hosts) goes to the log only, never to a client
         _log.exception("search %s: the database refused its result", c.search_id)
-        fail(db, c, f"the database refused to store this search's result ({type(err).__name__}); the worker log "
-             "has the cause: report it to the service's operator with the search id")
+        fail(db, c, f"the database refused to store this search's result ({err.cause or type(err).__name__}); the "
+             "worker log has the cause: report it to the service's operator with the search id")
         return False
     except Exception as err:
         _log.exception("search %s failed", c.search_id)

@@ -1,31 +1,24 @@
 """The FastAPI application: ``create_app(settings)``.
 
-Routes live in ``_routes_*.py`` (one module per resource, each an ``APIRouter``); shared input
-models in ``_schemas.py``; conversion of inputs to search specs in ``_specs.py``. The schema is
+Routes live in ``_routes_*.py`` (one module per resource, each an ``APIRouter``); request bodies and
+their conversion to search specs in ``service.request``; the data access in ``service.store``. The schema is
 migrated here unless the caller says otherwise (``autopar serve`` migrates once before it
 starts the API and the workers).
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from service._settings import Settings
+from service._version import autopar_version as autopar_version  # re-exported: older imports name it here
 from service.api import _errors, _request_id
 from service.api._body_limit import BodyLimit
 from service.api._state import AppState
 from service.store import Database
-
-
-def autopar_version() -> str:
-    try:
-        return version("autopar")
-    except PackageNotFoundError:  # running from a source tree that was not installed
-        return "0+unknown"
 
 
 def _document_app_wide_answers(app: FastAPI) -> None:

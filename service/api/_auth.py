@@ -1,11 +1,10 @@
-"""API tokens: created by ``autopar token create``, stored as SHA-256 only, scopes read / write /
-admin, each token belonging to one tenant (``--tenant``).
+"""Who is calling: bearer tokens checked against the stored ones (``service._tokens`` makes them),
+each with scopes read / write / admin and one tenant.
 
-A token is ``ap_`` + 32 random bytes (urlsafe base64): high-entropy, so one SHA-256 per check
-is enough (no slow password hash). It is sent as ``Authorization: Bearer <token>``. Reads may
-be left open (``AUTOPAR_OPEN_READS``, default on); writes always need the write scope. Lookups
-are cached for a few seconds so a hot GET costs no database round trip; a revoked token stops
-working within that time.
+A token is sent as ``Authorization: Bearer <token>``. Reads may be left open
+(``AUTOPAR_OPEN_READS``, default on); writes always need the write scope. Lookups are cached for a
+few seconds so a hot GET costs no database round trip; a revoked token stops working within that
+time.
 
 Tenants: what a token creates records its tenant; it cancels only searches its tenant wants (a
 search shared by identical requests of several tenants is cancelled when none wants it any more).
@@ -14,24 +13,16 @@ The admin scope (which includes write and read) cancels any search outright.
 
 from __future__ import annotations
 
-import hashlib
-import re
-import secrets
 import threading
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
-
-from search import SpecError
+from service._tokens import SCOPES, check_tenant, create_token, hash_token, revoke_token
 from service.api._errors import ApiError
-from service.store import DEFAULT_TENANT, ApiToken, Database, utc_now
+from service.store import DEFAULT_TENANT, Database, use_token
 
-SCOPES = ("read", "write", "admin")
-_IMPLIED = {"admin": ("write", "read"), "write": ("read",)}
-TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-"""A tenant's name: letters, digits, '.', '_' and '-', at most 100 characters."""
-PREFIX = "ap_"
+__all__ = ["ANONYMOUS", "SCOPES", "Principal", "TokenCache", "authorize", "bearer_token", "check_tenant",
+           "create_token", "hash_token", "revoke_token"]
 _CACHE_S = 5.0
 
 
@@ -49,41 +40,6 @@ class Principal:
 
 
 ANONYMOUS = Principal("", frozenset(), "")
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def check_tenant(tenant: str) -> str:
-    if TENANT.fullmatch(tenant) is None:
-        raise SpecError("--tenant", f"{tenant!r} is not a tenant name",
-                        "use letters, digits, '.', '_' and '-' (at most 100 characters), e.g. team-nlp")
-    return tenant
-
-
-def create_token(db: Database, name: str, scopes: list[str], tenant: str = DEFAULT_TENANT) -> tuple[str, str]:
-    """Store a new token of ``tenant``; returns (token id, the token itself, shown once)."""
-    unknown = [s for s in scopes if s not in SCOPES]
-    if unknown or not scopes:
-        raise SpecError("--scope", f"{', '.join(unknown) or 'nothing'} is not a scope", "use read, write or admin")
-    check_tenant(tenant)
-    granted = set(scopes)
-    for scope in scopes:  # an admin writes; a writer can read what it wrote
-        granted.update(_IMPLIED.get(scope, ()))
-    token = PREFIX + secrets.token_urlsafe(32)
-    token_id = secrets.token_hex(8)
-    with db.session() as s:
-        s.add(ApiToken(id=token_id, name=name, token_hash=hash_token(token), scopes=" ".join(sorted(granted)),
-                       tenant=tenant))
-    return token_id, token
-
-
-def revoke_token(db: Database, token_id: str) -> bool:
-    with db.session() as s:
-        res = s.execute(update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))
-                        .values(revoked_at=utc_now()).execution_options(synchronize_session=False))
-        return res.rowcount == 1  # type: ignore[attr-defined]
 
 
 class TokenCache:
@@ -109,11 +65,10 @@ class TokenCache:
             return hit[0]
         now = time.monotonic()
         with db.session() as s:
-            row = s.execute(select(ApiToken).where(ApiToken.token_hash == digest)).scalar_one_or_none()
+            row = use_token(s, token_hash=digest)
             principal = None
             if row is not None and row.revoked_at is None:
                 principal = Principal(row.id, frozenset(row.scopes.split()), row.tenant)
-                row.last_used_at = utc_now()
         with self._lock:
             if len(self._entries) > 10_000:
                 self._entries.clear()

@@ -10,7 +10,6 @@ from typing import Any, cast
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DatabaseError, DataError, DBAPIError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from search import AutoparError, SpecError, UnknownPresetError
@@ -23,8 +22,6 @@ from service.store import (
     StorageUnavailable,
     StoreError,
 )
-from service.store._db import damaged
-from service.store._errors import nul_refused
 
 # pydantic error type -> how to fix it
 _FIXES = {
@@ -145,12 +142,6 @@ def _http(request: Request, exc: Exception) -> JSONResponse:
 _log = logging.getLogger("autopar.api")
 
 
-def _is_damage(exc: DatabaseError) -> bool:
-    """SQLite's words for a damaged file (permanent: a retry cannot help)."""
-    text = str(exc.orig or exc).lower()
-    return "malformed" in text or "not a database" in text
-
-
 _STORE_STATUS: dict[type[StoreError], tuple[int, str]] = {
     StorageUnavailable: (503, "unavailable"), DatabaseDamaged: (503, "damaged"), SchemaMismatch: (503, "not_ready"),
     Conflict: (409, "conflict"), InvalidValue: (422, "invalid_value")}
@@ -158,35 +149,22 @@ _STORE_STATUS: dict[type[StoreError], tuple[int, str]] = {
 
 
 def _store(_: Request, exc: Exception) -> JSONResponse:
-    """A store error: its status, the field and the fix; the details went to the log where they arose."""
+    """A store error: its status, the field and the fix. What the database said (it may name hosts,
+    paths or SQL) goes to the log only, and nothing was half-written (the session rolled back)."""
     exc = cast(StoreError, exc)
+    if exc.__cause__ is not None:  # translated from a database exception
+        _log.error("database error: %s", exc.__cause__, exc_info=exc.__cause__)
     status, kind = next((v for k, v in _STORE_STATUS.items() if isinstance(exc, k)), (503, "unavailable"))
     headers = {"Retry-After": "5"} if isinstance(exc, StorageUnavailable) else None
     field = exc.field if isinstance(exc, Conflict | InvalidValue) else "database"
-    problem = exc.problem
+    problem, fix = exc.problem, exc.fix
     if isinstance(exc, DatabaseDamaged):  # the file's path is the operator's business, not the client's
         problem, fix = ("the service's database is damaged; retrying will not help",
                         "tell the service's operator: GET /readyz and the service log say what to restore")
-    else:
-        fix = exc.fix
+    elif isinstance(exc, StorageUnavailable):  # the URL and the driver's words are the operator's too
+        problem = f"the service cannot use its database right now ({exc.cause or type(exc).__name__})"
+        fix = "retry later; GET /readyz says when the database and its schema are usable again"
     return JSONResponse(error_body([detail(field, problem, fix, kind)]), status_code=status, headers=headers)
-
-
-def _database(request: Request, exc: Exception) -> JSONResponse:
-    """The database failed under us (gone, restarting, schema dropped): 503 in the usual shape, the
-    cause in the log only (it may name hosts), and nothing half-written (the session rolled back)."""
-    _log.error("database error: %s", exc, exc_info=exc)
-    if isinstance(exc, IntegrityError):
-        item = detail("request", "it conflicts with data stored meanwhile", "send the request again", "conflict")
-        return JSONResponse(error_body([item]), status_code=409)
-    if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError) and _is_damage(exc):
-        return _store(request, damaged(request.app.state.autopar.db.url, "see the service log"))
-    if isinstance(exc, DataError):  # e.g. PostgreSQL refuses NUL characters in text, even in a WHERE clause
-        return _store(request, nul_refused())  # SQLite's engine refuses them alike (service.store._db)
-    item = detail("database", f"the service cannot use its database right now ({type(exc).__name__})",
-                  "retry later; GET /readyz says when the database and its schema are usable again",
-                  "unavailable")
-    return JSONResponse(error_body([item]), status_code=503, headers={"Retry-After": "5"})
 
 
 def install(app: FastAPI) -> None:
@@ -194,5 +172,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(AutoparError, _spec)
     app.add_exception_handler(ApiError, _api)
     app.add_exception_handler(StarletteHTTPException, _http)
-    app.add_exception_handler(DBAPIError, _database)
     app.add_exception_handler(StoreError, _store)

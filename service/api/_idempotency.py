@@ -29,13 +29,11 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
-from sqlalchemy import delete
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
+from service import store
 from service.api._errors import ApiError
 from service.api._state import Writer
-from service.store import Database, IdempotencyKey, utc_now
+from service.store import Conflict, Database, IdempotencyKey, Session, utc_now
 
 HEADER = "Idempotency-Key"
 KEY_TTL = timedelta(hours=24)
@@ -93,9 +91,9 @@ class IdempotentRequest:
         if self.key is None:
             return None
         with db.session() as s:
-            row = s.get(IdempotencyKey, (self.key, self.principal))
+            row = store.get_idempotency_key(s, key=self.key, principal=self.principal)
             if row is not None and _aware(row.created_at) < utc_now() - KEY_TTL:
-                s.delete(row)  # expired: the key is free again
+                store.forget_idempotency_key(s, row=row)  # expired: the key is free again
                 row = None
             if row is None:
                 return None
@@ -112,12 +110,10 @@ class IdempotentRequest:
         if self.key is None:
             return
         # this caller's expired keys go with each new one, so the table does not grow without bound
-        s.execute(delete(IdempotencyKey).where(IdempotencyKey.principal == self.principal,
-                                               IdempotencyKey.created_at < utc_now() - KEY_TTL)
-                  .execution_options(synchronize_session=False))
-        s.add(IdempotencyKey(key=self.key, principal=self.principal, method=self.method, path=self.path,
-                             body_hash=digest, status_code=answer.status_code, response=answer.body,
-                             location=answer.location, created_at=utc_now()))
+        store.forget_idempotency_keys(s, principal=self.principal, before=utc_now() - KEY_TTL)
+        store.add_idempotency_key(s, row=IdempotencyKey(
+            key=self.key, principal=self.principal, method=self.method, path=self.path, body_hash=digest,
+            status_code=answer.status_code, response=answer.body, location=answer.location, created_at=utc_now()))
 
     def respond(self, db: Database, payload: BaseModel | dict[str, Any],
                 create: Callable[[Session], Answer]) -> Response:
@@ -134,7 +130,7 @@ class IdempotentRequest:
                 answer = create(s)
                 response = answer.response()  # rendered before the commit: an answer that cannot be sent stores nothing
                 self.remember(s, digest, answer)
-        except IntegrityError:
+        except Conflict:
             # Another request with this key committed first: answer as it did. Any other integrity
             # error is not ours to explain.
             replayed = self.replay(db, digest)

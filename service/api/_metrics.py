@@ -21,12 +21,9 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info, PlatformCollector, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.store import Database
-from service.store._jobs import STATUSES, queue_depth
-from service.store._metrics_queries import Span, search_times
+from service.store import STATUSES, Database, Span, StoreError, queue_depth, search_times
 
 EXTRAS_KEY = "metrics"
 UNMATCHED = "<unmatched>"
@@ -56,7 +53,7 @@ class QueueCollector:
         up = GaugeMetricFamily("autopar_database_up", "1 when the database answered the last scrape, else 0.")
         try:
             counts = queue_depth(self.db)
-        except SQLAlchemyError:
+        except StoreError:
             up.add_metric([], 0.0)
             yield up
             return
@@ -84,7 +81,7 @@ _SEARCH_HISTOGRAMS: tuple[tuple[str, Span, tuple[float, ...], str], ...] = (
 
 class SearchTimesCollector:
     """The run time and queue wait of finished searches as histograms, summed by the database when
-    scraped (service.store._metrics_queries). Nothing is yielded while the database does not answer
+    scraped (``service.store.search_times``). Nothing is yielded while the database does not answer
     (``autopar_database_up`` says so)."""
 
     def __init__(self, db: Database) -> None:
@@ -98,7 +95,7 @@ class SearchTimesCollector:
         for name, span, bounds, doc in _SEARCH_HISTOGRAMS:
             try:
                 times = search_times(self.db, span=span, bounds_s=bounds)
-            except SQLAlchemyError:
+            except StoreError:
                 return
             family = HistogramMetricFamily(name, doc, labels=["outcome"])
             for t in times:

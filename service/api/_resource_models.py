@@ -17,8 +17,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from service.api._calibration_models import CalibrationUsedOut
-from service.api._schemas import ClusterIn, ConfigIn, FabricIn, GPUIn, ModelIn, ModelShape, NodeIn, Runtime, TrainingIn
 from service.api._search_models import ErrorOut, ParallelConfigOut, PredictionOut
+from service.request import ClusterIn, ConfigIn, FabricIn, GPUIn, ModelIn, ModelShape, NodeIn, Runtime, TrainingIn
 
 Id = Annotated[str, Field(min_length=1, max_length=32)]
 

@@ -7,17 +7,16 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
-from sqlalchemy.orm import Session
 
+from service import store
 from service._calibrations import calibration_out, fit, parse_filter
-from service.api._app import autopar_version
+from service._version import autopar_version
 from service.api._calibration_models import CalibrationIn, CalibrationOut, CalibrationPage
 from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency
 from service.api._resource_models import error_responses
 from service.api._state import Reader, State, Writer
-from service.store import Profile
-from service.store import _calibrations as store
+from service.store import Session
 
 router = APIRouter(prefix="/v1/calibrations", tags=["calibrations"])
 
@@ -32,13 +31,14 @@ def create_calibration(_: Writer, body: CalibrationIn, state: State, idem: Idemp
     run_filter = parse_filter(body.from_runs)
     if body.profile_id is not None and body.cluster is None:  # both: fit() refuses it, naming cluster
         with state.db.session() as s:
-            if s.get(Profile, body.profile_id) is None:
+            if not store.profile_exists(s, profile_id=body.profile_id):
                 raise ApiError(404, "profile_id", f"no profile {body.profile_id!r}",
                                "upload it first (POST /v1/profiles), or give cluster instead")
 
     def create(s: Session) -> Answer:
-        row = store.add(s, row=fit(state.db, cluster=body.cluster, profile_id=body.profile_id, run_filter=run_filter,
-                                   k=body.k, seed=body.seed, tenant=idem.tenant, autopar_version=autopar_version()))
+        fitted = fit(state.db, cluster=body.cluster, profile_id=body.profile_id, run_filter=run_filter, k=body.k,
+                     seed=body.seed, tenant=idem.tenant, autopar_version=autopar_version())
+        row = store.add_calibration(s, row=fitted)
         out = CalibrationOut.model_validate(calibration_out(row)).model_dump(mode="json")
         return Answer(201, out, f"/v1/calibrations/{row.id}")
 
@@ -56,7 +56,8 @@ def list_calibrations(
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> dict[str, Any]:
     with state.db.session() as s:
-        total, rows = store.page(s, cluster_name=cluster, profile_id=profile_id, limit=limit, offset=offset)
+        total, rows = store.list_calibrations(s, cluster_name=cluster, profile_id=profile_id, limit=limit,
+                                              offset=offset)
     return {"data": [calibration_out(r) for r in rows], "count": total, "limit": limit, "offset": offset}
 
 
@@ -64,7 +65,7 @@ def list_calibrations(
             summary="One calibration: its constants, runs and cross-validated error")
 def get_calibration(_: Reader, state: State, calibration_id: Annotated[str, Path(max_length=32)]) -> dict[str, Any]:
     with state.db.session() as s:
-        row = store.get(s, calibration_id=calibration_id)
+        row = store.get_calibration(s, calibration_id=calibration_id)
     if row is None:
         raise ApiError(404, "calibration_id", f"no calibration {calibration_id!r}",
                        "list them with GET /v1/calibrations")

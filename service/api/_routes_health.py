@@ -19,12 +19,11 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
-from sqlalchemy.exc import SQLAlchemyError
 
 from service.api._errors import detail, error_body
 from service.api._metrics import EXTRAS_KEY, Metrics, install_metrics
 from service.api._state import AppState, State
-from service.store import URL_ENV, DatabaseDamaged, head_revision
+from service.store import URL_ENV, DatabaseDamaged, StoreError, head_revision
 
 router = APIRouter(tags=["health"])
 _log = logging.getLogger("autopar.api")
@@ -73,9 +72,9 @@ def readyz(state: State) -> Any:
         return _not_ready("the SQLite database is damaged or is not a database; retrying will not help",
                           "stop autopar, restore the file the service log names from a backup (with its -wal "
                           "file), or move it away to start empty; `sqlite3 FILE .recover` may save its rows")
-    except SQLAlchemyError as exc:  # the reason (hosts, ports) goes to the log, not to unauthenticated callers
-        _log.warning("readyz: the database %s does not answer: %s", state.db.safe_url, exc)
-        return _not_ready(f"the {state.db.dialect} database does not answer ({type(exc).__name__})",
+    except StoreError as exc:  # the reason (hosts, ports) goes to the log, not to unauthenticated callers
+        _log.warning("readyz: the database %s does not answer: %s", state.db.safe_url, exc.__cause__ or exc)
+        return _not_ready(f"the {state.db.dialect} database does not answer ({exc.cause or type(exc).__name__})",
                           "check AUTOPAR_DATABASE_URL and that the database server is running (the service log "
                           "says why)")
     head = _head()

@@ -28,11 +28,10 @@ from search import (
 )
 from search._fit import scale_gpu_rates
 from service._calibrations import choose, cluster_name
+from service._search_request import request_field
 from service.api._resource_models import PredictIn, PredictOut, error_responses
-from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
-from service.api._search_request import request_field
-from service.api._specs import cluster_spec, model_spec, parallel_config
 from service.api._state import Reader, State
+from service.request import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn, cluster_spec, model_spec, parallel_config
 from service.store import Database
 
 router = APIRouter(prefix="/v1", tags=["predict"])

@@ -17,9 +17,8 @@ from fastapi import APIRouter, Request, Response
 from search import CLUSTER_PRESETS, MODEL_PRESET_PARAMS, MODEL_PRESETS, cluster_preset
 from search._fabric import fabric_dict
 from service.api._resource_models import ClusterPresetList, ModelPresetList, error_responses
-from service.api._schemas import GPUIn, NodeIn
-from service.api._specs import model_shape
 from service.api._state import Reader
+from service.request import GPUIn, NodeIn, model_shape
 
 router = APIRouter(prefix="/v1/presets", tags=["presets"])
 

@@ -9,16 +9,15 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from search import SCHEMA_VERSION, Fingerprint, HardwareProfile, SpecError
 from search._profile import READABLE_VERSIONS
+from service import store
 from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency
 from service.api._resource_models import ProfileIn, ProfileOut, ProfilePage, error_responses
 from service.api._state import Reader, State, Writer
-from service.store import Profile, utc_now
+from service.store import Profile, Session, utc_now
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
 _TEXT_MAX = 200  # the profiles table's string columns
@@ -91,7 +90,7 @@ def create_profile(
                       schema_version=SCHEMA_VERSION, gpu_name=fp.gpu_name, gpus_per_node=fp.gpus_per_node,
                       fingerprint=_fingerprint_line(fp)[:_TEXT_MAX], measured_at=_measured_at(fp),
                       body=json.loads(profile.to_json()), created_at=utc_now(), tenant=idem.tenant)
-        s.add(row)
+        store.add_profile(s, row=row)
         out = ProfileOut.model_validate({**_summary(row), "body": row.body}).model_dump(mode="json")
         return Answer(201, out, f"/v1/profiles/{row.id}")
 
@@ -106,11 +105,8 @@ def list_profiles(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> dict[str, Any]:
-    with state.db.session() as s:
-        total = s.execute(select(func.count()).select_from(Profile)).scalar_one()
-        columns = [c for c in Profile.__table__.columns if c.name != "body"]  # the bodies can be large
-        rows = s.execute(select(*columns).order_by(Profile.created_at.desc(), Profile.id.desc())
-                         .limit(limit).offset(offset)).all()
+    with state.db.session() as s:  # summaries without the bodies, which can be large
+        total, rows = store.list_profiles(s, limit=limit, offset=offset)
     return {"data": [_summary(row) for row in rows], "count": total, "limit": limit, "offset": offset}
 
 
@@ -118,7 +114,7 @@ def list_profiles(
             summary="One hardware profile: summary and full body")
 def get_profile(_: Reader, state: State, profile_id: Annotated[str, Path()]) -> dict[str, Any]:
     with state.db.session() as s:
-        row = s.get(Profile, profile_id)
+        row = store.get_profile(s, profile_id=profile_id)
     if row is None:
         raise ApiError(404, "profile_id", f"no profile {profile_id!r}", "list the stored ones with GET /v1/profiles")
     return {**_summary(row), "body": row.body}

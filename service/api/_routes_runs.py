@@ -18,12 +18,11 @@ from typing import Annotated, Any, cast, get_args
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, func, select
-from sqlalchemy.orm import Session
 
 from search import SpecError
+from service import store
 from service._calibrations import drift, error_by_week
-from service.api._app import autopar_version
+from service._version import autopar_version
 from service.api._drift_models import AccuracyDriftOut
 from service.api._errors import ApiError, error_body
 from service.api._idempotency import Answer, Idempotency
@@ -40,10 +39,10 @@ from service.api._runs_import import (
     logs_of,
     spec_object,
 )
-from service.api._schemas import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
 from service.api._state import Reader, State, Writer, in_pool
 from service.logs import AUTO
-from service.store import Database, Profile, Run, Search, SearchConfig, utc_now
+from service.request import ClusterIn, ConfigIn, ModelIn, Runtime, TrainingIn
+from service.store import Database, Run, Session, utc_now
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 _SPEC_FIELDS = ("model", "cluster", "training", "framework", "config")
@@ -64,13 +63,12 @@ class RunSpec:
 def _from_search(db: Database, search_id: str, rank: int) -> RunSpec:
     """The stored search's model, cluster and batch with its rank-th configuration."""
     with db.session() as s:
-        search = s.get(Search, search_id)
+        search = store.get_search(s, search_id=search_id)
         if search is None:
             raise ApiError(404, "search_id", f"no search {search_id!r}",
                            "give the id POST /v1/searches returned, or the full specification instead")
-        row = s.execute(select(SearchConfig).where(SearchConfig.search_id == search_id, SearchConfig.rank == rank)
-                        ).scalar_one_or_none()
-        ranked = s.execute(select(func.count()).where(SearchConfig.search_id == search_id)).scalar_one()
+        row = store.get_config(s, search_id=search_id, rank=rank)
+        ranked = store.count_configs(s, search_id=search_id)
     if row is None and search.status != "done":
         raise SpecError("search_id", f"search {search_id} is {search.status}: it has no ranked configurations yet",
                         "post the run once the search is done, or give model, cluster, training and config")
@@ -117,7 +115,7 @@ def _with_profile(cluster: ClusterIn, profile_id: str | None, db: Database) -> C
         raise SpecError("profile_id", f"{profile_id!r} is not the cluster's profile {cluster.profile_id!r}",
                         "give one of profile_id and cluster.profile_id, or the same id in both")
     with db.session() as s:
-        if s.get(Profile, profile_id) is None:
+        if not store.profile_exists(s, profile_id=profile_id):
             raise ApiError(404, "profile_id", f"no profile {profile_id!r}",
                            "upload it first (POST /v1/profiles), or drop profile_id")
     return cluster.model_copy(update={"profile_id": profile_id})
@@ -169,8 +167,7 @@ def store_run(s: Session, body: RunIn, db: Database, tenant: str) -> Run:
               predicted_peak_memory_bytes=ev.prediction.peak_memory_bytes_per_gpu,
               predicted_fits=ev.prediction.feasible, autopar_version=autopar_version(), created_at=utc_now(),
               tenant=tenant)
-    s.add(row)
-    return row
+    return store.add_run(s, row=row)
 
 
 @router.post("", status_code=201, response_model=RunOut, responses=error_responses(401, 403, 404, 422),
@@ -286,23 +283,8 @@ async def import_runs(
     return await in_pool(state, "write", work)
 
 
-def _model_name() -> ColumnElement[str]:
-    """The run's model: the preset, else the custom shape's name (both databases read JSON paths)."""
-    return func.coalesce(Run.request[("model", "preset")].as_string(),
-                         Run.request[("model", "shape", "name")].as_string())
-
-
 SearchFilter = Annotated[str | None, Query(max_length=32, description="Runs of this search.")]
 ModelFilter = Annotated[str | None, Query(max_length=100, description="A model preset or custom shape name.")]
-
-
-def _filters(search_id: str | None, model: str | None) -> list[ColumnElement[bool]]:
-    where: list[ColumnElement[bool]] = []
-    if search_id is not None:
-        where.append(Run.search_id == search_id)
-    if model is not None:
-        where.append(_model_name() == model)
-    return where
 
 
 @router.get("", response_model=RunPage, responses=error_responses(401, 403, 422),
@@ -315,11 +297,8 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> dict[str, Any]:
-    where = _filters(search_id, model)
     with state.db.session() as s:
-        total = s.execute(select(func.count()).select_from(Run).where(*where)).scalar_one()
-        rows = s.execute(select(Run).where(*where).order_by(Run.created_at.desc(), Run.id.desc())
-                         .limit(limit).offset(offset)).scalars().all()
+        total, rows = store.list_runs(s, search_id=search_id, model=model, limit=limit, offset=offset)
     return {"data": [run_out(row) for row in rows], "count": total, "limit": limit, "offset": offset}
 
 
@@ -344,11 +323,8 @@ def accuracy(
     ``by_week``: the same error per ISO week; ``drift`` (with ``cluster``): the cluster's newest
     runs predicted again with its latest calibration, against that calibration's cross-validated
     error (``service._calibrations.drift_threshold``), with advice to recalibrate when they drifted."""
-    cols = (Run.iteration_time_s, Run.predicted_iteration_time_s, Run.peak_memory_bytes,
-            Run.predicted_peak_memory_bytes, Run.oom, Run.predicted_fits, Run.created_at)
     with state.db.session() as s:
-        rows = s.execute(select(*cols).where(*_filters(search_id, model)).order_by(Run.created_at.desc())
-                         .limit(MAX_ACCURACY_RUNS)).all()
+        rows = store.run_figures(s, search_id=search_id, model=model, limit=MAX_ACCURACY_RUNS)
     time_errors = [e for e in (_ratio_error(r[1], r[0]) for r in rows) if e is not None]
     memory_errors = [e for e in (_ratio_error(r[3], r[2]) for r in rows) if e is not None]
     judged = [r for r in rows if r[5] is not None]
@@ -372,7 +348,7 @@ def accuracy(
             summary="One measured run with its prediction errors")
 def get_run(_: Reader, state: State, run_id: Annotated[str, Path()]) -> dict[str, Any]:
     with state.db.session() as s:
-        row = s.get(Run, run_id)
+        row = store.get_run(s, run_id=run_id)
     if row is None:
         raise ApiError(404, "run_id", f"no run {run_id!r}", "list the stored ones with GET /v1/runs")
     return run_out(row)

@@ -15,21 +15,19 @@ import json
 import re
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, cast
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from search import ParallelConfig, SpecError, TrainingSpec
-from service.api._app import autopar_version
+from service import store
+from service._search_request import from_stored, resolve
+from service._version import autopar_version
 from service.api._auth import Principal
 from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency, IdempotentRequest
-from service.api._schemas import RecipeIn, Runtime
 from service.api._search_models import (
     BUSY,
     CONFLICT,
@@ -44,12 +42,11 @@ from service.api._search_models import (
     SearchOut,
     Status,
 )
-from service.api._search_request import from_stored, resolve
 from service.api._search_views import CACHE_KEY, BytesLru, configs_json, location, search_body
 from service.api._state import AppState, Reader, State, Writer, in_pool
 from service.launch import LAUNCH_TARGETS, LaunchRequest, emit_target, recipe_from_dict
-from service.store import Database, Search, SearchConfig
-from service.store import _searches as searches
+from service.request import RecipeIn, Runtime
+from service.store import Conflict, Database, Search, Session
 
 router = APIRouter(prefix="/v1/searches", tags=["searches"])
 
@@ -59,7 +56,7 @@ _LOCATION = {"Location": {"description": "/v1/searches/{id}", "schema": {"type":
 
 def _row(db: Database, search_id: str) -> Search:
     with db.session() as s:
-        row = s.get(Search, search_id)
+        row = store.get_search(s, search_id=search_id)
     if row is None:
         raise ApiError(404, "id", f"no search {search_id!r}", "check the id (GET /v1/searches lists them)")
     return row
@@ -100,17 +97,17 @@ def _create_search(body: SearchIn, state: AppState, idem: IdempotentRequest) -> 
     dialect, tenant = state.db.dialect, idem.tenant
 
     def existing_answer(s: Session) -> Answer | None:
-        existing = searches.find_answering(s, request_hash=digest)
+        existing = store.find_answering_search(s, request_hash=digest)
         if existing is None:
             return None
-        searches.want(s, search_id=existing.id, tenant=tenant, dialect=dialect)  # a cancel of others spares it
+        store.want_search(s, search_id=existing.id, tenant=tenant, dialect=dialect)  # a cancel of others spares it
         return Answer(200 if existing.status == "done" else 202, search_body(existing), location(existing.id))
 
     def create(s: Session) -> Answer:
         answer = existing_answer(s)
         if answer is not None:
             return answer
-        queued = searches.admit(s, dialect=dialect)  # the admission lock: the limit is exact under races
+        queued = store.count_queued(s, dialect=dialect)  # under the admission lock: the limit is exact under races
         if queued >= state.settings.max_queued:
             raise ApiError(429, "queue", f"{queued} searches are already waiting for a worker",
                            "retry later, or add workers (`autopar worker`); AUTOPAR_MAX_QUEUED sets the limit",
@@ -120,14 +117,13 @@ def _create_search(body: SearchIn, state: AppState, idem: IdempotentRequest) -> 
                      num_nodes=resolved.base_cluster.num_nodes, framework=body.framework, objective=body.objective,
                      profile_id=body.cluster.profile_id, autopar_version=version, status="queued", progress=0.0,
                      attempts=0, tenant=tenant)
-        s.add(row)
-        s.flush()
-        searches.want(s, search_id=row.id, tenant=tenant, dialect=dialect)
+        store.add_search(s, row=row)
+        store.want_search(s, search_id=row.id, tenant=tenant, dialect=dialect)
         return Answer(202, search_body(row), location(row.id))
 
     try:
         return idem.respond(state.db, body, create)
-    except IntegrityError:
+    except Conflict:
         # An identical request queued its search between our check and our insert (the unique
         # index of migration 0002 refused the second): answer with that search.
         with state.db.session() as s:
@@ -165,22 +161,10 @@ def list_searches(
 ) -> JSONResponse:
     if cursor is not None and offset:
         raise SpecError("cursor", "offset and cursor were both given", "page with one of them")
-    filters: list[Any] = []
-    if model is not None:
-        filters.append(Search.model_name == model)
-    if cluster is not None:
-        filters.append(Search.cluster_name == cluster)
-    if status is not None:
-        filters.append(Search.status == status)
-    page = select(Search).where(*filters).order_by(Search.created_at.desc(), Search.id.desc())
-    if cursor is not None:
-        created, after_id = _decode_cursor(cursor)
-        page = page.where((Search.created_at < created) | ((Search.created_at == created) & (Search.id < after_id)))
-    else:
-        page = page.offset(offset)
-    with state.db.session() as s:
-        total = s.execute(select(func.count()).select_from(Search).where(*filters)).scalar_one()
-        rows = list(s.execute(page.limit(limit + 1)).scalars())
+    after = _decode_cursor(cursor) if cursor is not None else None
+    with state.db.session() as s:  # one more than the page: is there a next one?
+        total, rows = store.list_searches(s, model=model, cluster=cluster, status=status, limit=limit + 1,
+                                          offset=offset, after=after)
     more = len(rows) > limit
     rows = rows[:limit]
     body = {"data": [search_body(r) for r in rows], "count": total, "limit": limit,
@@ -279,8 +263,7 @@ def get_launch(
     row = _row(state.db, search_id)
     _require_done(row)
     with state.db.session() as s:
-        chosen = s.execute(select(SearchConfig).where(SearchConfig.search_id == search_id,
-                                                      SearchConfig.rank == rank)).scalar_one_or_none()
+        chosen = store.get_config(s, search_id=search_id, rank=rank)
     if chosen is None:
         raise ApiError(404, "rank", f"search {search_id} has no configuration of rank {rank}",
                        f"pick a rank from GET /v1/searches/{search_id}/configs")
@@ -320,12 +303,12 @@ async def cancel_search(search_id: SearchIdPath, state: State, who: Writer) -> J
 def _cancel_search(search_id: str, state: AppState, who: Principal) -> JSONResponse:
     before = _row(state.db, search_id).status
     with state.db.session() as s:
-        if before in ("queued", "running") and not who.admin and not searches.wanted_by(
+        if before in ("queued", "running") and not who.admin and not store.is_wanted_by(
                 s, search_id=search_id, tenant=who.tenant):
             raise ApiError(403, "id", f"search {search_id} was not asked for by tenant {who.tenant!r}",
                            "cancel only your tenant's searches (an admin token, `autopar token create --scope "
                            "admin`, cancels any)")
-        after = searches.withdraw(s, search_id=search_id, tenant=None if who.admin else who.tenant) if (
+        after = store.withdraw_search(s, search_id=search_id, tenant=None if who.admin else who.tenant) if (
             before in ("queued", "running")) else before
     if after is None:
         raise ApiError(404, "id", f"no search {search_id!r}", "check the id (GET /v1/searches lists them)")

@@ -12,16 +12,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from sqlalchemy import select
 
 from search import ParallelConfig
 from search._fabric import fabric_dict
 from search._placement import landing
+from service import store
+from service._search_request import from_stored
 from service.api._errors import ApiError
 from service.api._search_models import CONFLICT, INVALID, NOT_FOUND, UNAUTHORIZED
-from service.api._search_request import from_stored
 from service.api._state import Reader, State, in_pool
-from service.store import Search, SearchConfig
 
 router = APIRouter(prefix="/v1/whatif", tags=["searches"])
 MAX_IDS = 8
@@ -59,9 +58,8 @@ class WhatIfOut(BaseModel):
 def _row(state: Any, search_id: str) -> WhatIfRow:
     db = state.db
     with db.session() as s:
-        search = s.get(Search, search_id)
-        best = None if search is None else s.execute(select(SearchConfig).where(
-            SearchConfig.search_id == search_id).order_by(SearchConfig.rank).limit(1)).scalar_one_or_none()
+        search = store.get_search(s, search_id=search_id)
+        best = None if search is None else next(iter(store.list_configs(s, search_id=search_id, top=1)), None)
     if search is None:
         raise ApiError(404, "ids", f"no search {search_id!r}", "check the ids (GET /v1/searches lists them)")
     if search.status != "done":

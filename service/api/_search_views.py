@@ -14,11 +14,10 @@ from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
-
+from service import store
 from service._calibrations import from_stored as stored_calibration
 from service.api._search_models import SearchOut
-from service.store import Database, Search, SearchConfig, utc_now
+from service.store import Database, Search, utc_now
 
 CACHE_KEY = "searches.configs_cache"
 CACHE_MAX_BYTES = 64 << 20
@@ -66,11 +65,8 @@ def search_body(row: Search) -> dict[str, Any]:
 
 def configs_json(db: Database, search_id: str, objective: str, exhaustive: bool | None, top: int | None) -> bytes:
     """The :class:`ConfigsOut` of a done search as JSON bytes, best ``top`` first (all when None)."""
-    q = select(SearchConfig).where(SearchConfig.search_id == search_id).order_by(SearchConfig.rank)
-    if top is not None:
-        q = q.limit(top)
     with db.session() as s:
-        rows = s.execute(q).scalars().all()
+        rows = store.list_configs(s, search_id=search_id, top=top)
     configs = [{"rank": r.rank, "framework": r.framework, "config": r.config, "score": r.score,
                 "explanation": r.explanation, "prediction": r.prediction, "launch": launch_link(search_id, r.rank)}
                for r in rows]

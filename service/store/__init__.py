@@ -1,6 +1,28 @@
-"""The service's persistence: tables, database/migrations, and the search queue."""
+"""The service's persistence: tables, database and migrations, the search queue, and the data
+access every other layer goes through (keyword-only functions over a session from
+``Database.session()``). SQL lives here only; database exceptions leave it as :class:`StoreError`
+kinds (``_translate``)."""
 
-from service.store._db import DATA_DIR_ENV, URL_ENV, Database, data_dir, database_url, head_revision
+from sqlalchemy.orm import Session
+
+from service.store._calibrations import (
+    MAX_CALIBRATION_RUNS,
+    add_calibration,
+    get_calibration,
+    latest_calibration,
+    list_calibrations,
+    timed_runs,
+)
+from service.store._db import (
+    DATA_DIR_ENV,
+    URL_ENV,
+    Database,
+    check_url,
+    data_dir,
+    database_url,
+    head_revision,
+    sqlite_file,
+)
 from service.store._errors import (
     Conflict,
     DatabaseDamaged,
@@ -8,6 +30,39 @@ from service.store._errors import (
     SchemaMismatch,
     StorageUnavailable,
     StoreError,
+)
+from service.store._idempotency_keys import (
+    add_idempotency_key,
+    forget_idempotency_key,
+    forget_idempotency_keys,
+    get_idempotency_key,
+)
+from service.store._jobs import (
+    DEFAULT_LEASE_S,
+    STATUSES,
+    Claim,
+    claim,
+    fail,
+    finish,
+    heartbeat,
+    queue_depth,
+    release,
+)
+from service.store._metrics_queries import OutcomeTimes, Span, search_times
+from service.store._profiles import add_profile, get_profile, list_profiles, profile_body, profile_exists
+from service.store._runs import RunFigures, add_run, all_runs, get_run, list_runs, run_figures
+from service.store._searches import (
+    add_search,
+    count_configs,
+    count_queued,
+    find_answering_search,
+    get_config,
+    get_search,
+    is_wanted_by,
+    list_configs,
+    list_searches,
+    want_search,
+    withdraw_search,
 )
 from service.store._tables import (
     DEFAULT_TENANT,
@@ -22,29 +77,85 @@ from service.store._tables import (
     SearchTenant,
     utc_now,
 )
+from service.store._tokens import add_token, get_token, list_tokens, revoke_stored_token, use_token
+from service.store._translate import damaged, safe_url
 
 __all__ = [
     "DATA_DIR_ENV",
+    "DEFAULT_LEASE_S",
     "DEFAULT_TENANT",
+    "MAX_CALIBRATION_RUNS",
+    "STATUSES",
     "URL_ENV",
     "ApiToken",
     "Base",
+    "Claim",
     "ClusterCalibration",
     "Conflict",
     "Database",
     "DatabaseDamaged",
     "IdempotencyKey",
     "InvalidValue",
+    "OutcomeTimes",
     "Profile",
     "Run",
+    "RunFigures",
     "SchemaMismatch",
     "Search",
     "SearchConfig",
     "SearchTenant",
+    "Session",
+    "Span",
     "StorageUnavailable",
     "StoreError",
+    "add_calibration",
+    "add_idempotency_key",
+    "add_profile",
+    "add_run",
+    "add_search",
+    "add_token",
+    "all_runs",
+    "check_url",
+    "claim",
+    "count_configs",
+    "count_queued",
+    "damaged",
     "data_dir",
     "database_url",
+    "fail",
+    "find_answering_search",
+    "finish",
+    "forget_idempotency_key",
+    "forget_idempotency_keys",
+    "get_calibration",
+    "get_config",
+    "get_idempotency_key",
+    "get_profile",
+    "get_run",
+    "get_search",
+    "get_token",
     "head_revision",
+    "heartbeat",
+    "is_wanted_by",
+    "latest_calibration",
+    "list_calibrations",
+    "list_configs",
+    "list_profiles",
+    "list_runs",
+    "list_searches",
+    "list_tokens",
+    "profile_body",
+    "profile_exists",
+    "queue_depth",
+    "release",
+    "revoke_stored_token",
+    "run_figures",
+    "safe_url",
+    "search_times",
+    "sqlite_file",
+    "timed_runs",
+    "use_token",
     "utc_now",
+    "want_search",
+    "withdraw_search",
 ]

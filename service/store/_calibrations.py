@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
+from service.store._runs import run_model_name
 from service.store._tables import ClusterCalibration, Run
 
 MAX_CALIBRATION_RUNS = 10_000
@@ -27,20 +28,19 @@ def timed_runs(s: Session, *, profile_id: str | None = None, search_id: str | No
     if search_id is not None:
         where.append(Run.search_id == search_id)
     if model is not None:
-        where.append(func.coalesce(Run.request[("model", "preset")].as_string(),
-                                   Run.request[("model", "shape", "name")].as_string()) == model)
+        where.append(run_model_name() == model)
     if since is not None:
         where.append(Run.created_at >= since)
     return s.execute(select(Run).where(*where).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
                      ).scalars().all()
 
 
-def add(s: Session, *, row: ClusterCalibration) -> ClusterCalibration:
+def add_calibration(s: Session, *, row: ClusterCalibration) -> ClusterCalibration:
     s.add(row)
     return row
 
 
-def get(s: Session, *, calibration_id: str) -> ClusterCalibration | None:
+def get_calibration(s: Session, *, calibration_id: str) -> ClusterCalibration | None:
     return s.get(ClusterCalibration, calibration_id)
 
 
@@ -53,7 +53,7 @@ def _where(cluster_name: str | None, profile_id: str | None) -> list[ColumnEleme
     return where
 
 
-def page(s: Session, *, cluster_name: str | None = None, profile_id: str | None = None, limit: int = 20,
+def list_calibrations(s: Session, *, cluster_name: str | None = None, profile_id: str | None = None, limit: int = 20,
          offset: int = 0) -> tuple[int, Sequence[ClusterCalibration]]:
     """How many calibrations match, and one page of them, newest first."""
     where = _where(cluster_name, profile_id)
@@ -64,7 +64,8 @@ def page(s: Session, *, cluster_name: str | None = None, profile_id: str | None 
     return total, rows
 
 
-def latest(s: Session, *, cluster_name: str | None = None, profile_id: str | None = None) -> ClusterCalibration | None:
+def latest_calibration(s: Session, *, cluster_name: str | None = None,
+                       profile_id: str | None = None) -> ClusterCalibration | None:
     """The newest calibration of the profile when one is given and has any, else of the cluster."""
     if profile_id is not None:
         row = s.execute(select(ClusterCalibration).where(ClusterCalibration.profile_id == profile_id)
@@ -76,3 +77,7 @@ def latest(s: Session, *, cluster_name: str | None = None, profile_id: str | Non
     return s.execute(select(ClusterCalibration).where(ClusterCalibration.cluster_name == cluster_name,
                                                       ClusterCalibration.profile_id.is_(None))
                      .order_by(ClusterCalibration.created_at.desc()).limit(1)).scalar_one_or_none()
+
+
+add = add_calibration
+"""The name ``autopar calibrate`` (``service._calibrate_cli``) still calls it by."""

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -25,9 +25,9 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 from search import SpecError
-from service.store._errors import DatabaseDamaged, nul_refused
+from service.store._errors import SchemaMismatch, nul_refused
+from service.store._translate import URL_ENV, damaged, safe_url, translate, translated
 
-URL_ENV = "AUTOPAR_DATABASE_URL"
 DATA_DIR_ENV = "AUTOPAR_DATA_DIR"
 _DIALECTS = ("sqlite", "postgresql")
 MIGRATION_LOCK_KEY = 0x6175746F706172  # "autopar": the advisory lock taken while migrating
@@ -65,6 +65,14 @@ def check_url(url: str) -> str:
         raise SpecError(URL_ENV, f"driver {parsed.get_driver_name()!r} is not installed with autopar",
                         "use postgresql+psycopg://... (pip install 'autopar[postgres]')")
     return dialect
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None for an in-memory database or another dialect)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database).expanduser()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -141,21 +149,16 @@ def head_revision() -> str:
     return head
 
 
-def known_revisions() -> set[str]:
-    """Every revision in ``migrations/``."""
+def revisions() -> list[str]:
+    """Every revision in ``migrations/``, oldest first."""
     from alembic.script import ScriptDirectory
 
-    return {rev.revision for rev in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()}
+    return [rev.revision for rev in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()][::-1]
 
 
-def damaged(url: str, reason: str) -> DatabaseDamaged:
-    """The error of a SQLite file that is damaged or not a database, saying what to do."""
-    path = make_url(url).database or url
-    return DatabaseDamaged(URL_ENV, f"the SQLite database {path} is damaged or is not a database ({reason}); "
-                           "retrying will not help",
-                           f"stop autopar, then restore {path} from a backup (with its -wal file), or move it "
-                           "away to start with an empty database (`autopar db upgrade`); `sqlite3 FILE .recover` "
-                           "may save the rows a damaged file still holds")
+def known_revisions() -> set[str]:
+    """Every revision in ``migrations/``."""
+    return set(revisions())
 
 
 def _version() -> str:
@@ -178,8 +181,9 @@ class Database:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A session committed when the block ends normally, rolled back otherwise."""
-        with self._sessions() as s:
+        """A session committed when the block ends normally, rolled back otherwise; a database
+        exception (in the block or at the commit) leaves it as a :class:`StoreError` kind."""
+        with translated(self.url), self._sessions() as s:
             try:
                 yield s
                 s.commit()
@@ -195,7 +199,7 @@ class Database:
         wait and then find the schema at head, not fail on tables that now exist. PostgreSQL: a
         transaction-scoped advisory lock. SQLite (one host by nature): an exclusive flock on a file
         beside the database. In one process, Alembic's module-global context also needs a lock."""
-        with _ALEMBIC_LOCK, ExitStack() as stack:
+        with translated(self.url), _ALEMBIC_LOCK, ExitStack() as stack:
             if self.dialect == "sqlite":
                 database = make_url(self.url).database
                 if database and database != ":memory:":
@@ -222,8 +226,8 @@ class Database:
         try:
             with self.engine.connect() as conn:
                 problems = [str(row[0]) for row in conn.execute(text("PRAGMA quick_check(5)"))]
-        except OperationalError:
-            raise  # locked, unreachable: not damage (reachable() reports it)
+        except OperationalError as exc:  # locked, unreachable: not damage
+            raise translate(exc, self.url) from exc
         except DatabaseError as exc:
             problems = [str(exc.orig or exc)]
         if problems != ["ok"]:
@@ -235,9 +239,9 @@ class Database:
         on that connection (a migrator's, under its lock)."""
         current = self.current_revision(conn)
         if current is not None and current not in known_revisions():
-            raise SpecError(URL_ENV, f"the database {self.safe_url} was migrated by a newer autopar "
-                            f"(revision {current}); this autopar {_version()} knows up to {head_revision()}",
-                            "run the newer autopar against it, or downgrade it with that version first")
+            raise SchemaMismatch(URL_ENV, f"the database {self.safe_url} was migrated by a newer autopar "
+                                 f"(revision {current}); this autopar {_version()} knows up to {head_revision()}",
+                                 "run the newer autopar against it, or downgrade it with that version first")
 
     def row_counts(self) -> dict[str, int]:
         """Rows per table of the service (tables that exist), to say what a downgrade would drop."""
@@ -245,29 +249,28 @@ class Database:
 
         from service.store._tables import Base
 
-        present = set(inspect(self.engine).get_table_names())
         counts: dict[str, int] = {}
-        with self.engine.connect() as conn:
-            for table in Base.metadata.sorted_tables:
-                if table.name in present:
-                    counts[table.name] = int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+        with translated(self.url):
+            present = set(inspect(self.engine).get_table_names())
+            with self.engine.connect() as conn:
+                for table in Base.metadata.sorted_tables:
+                    if table.name in present:
+                        counts[table.name] = int(conn.execute(select(func.count()).select_from(table)).scalar_one())
         return counts
 
     def upgrade(self, revision: str = "head") -> None:
         """Apply migrations up to ``revision``."""
-        from alembic import command
-
-        with self._migrating() as conn:
-            # Read under the migration lock: a replica that connects while another migrates a new SQLite
-            # file can meet its journal-mode switch and fail as "database is locked".
-            self.check_known(conn)
-            cfg = alembic_config(self.url)
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, revision)
+        self._migrate("upgrade", revision)
 
     def downgrade(self, revision: str) -> None:
         """Revert migrations down to ``revision`` (``base`` removes every table)."""
+        self._migrate("downgrade", revision)
+
+    def _migrate(self, direction: Literal["upgrade", "downgrade"], revision: str) -> None:
+        """Run Alembic's upgrade or downgrade under the migration lock; SpecError naming ``REV`` for a
+        revision the scripts do not have."""
         from alembic import command
+        from alembic.util import CommandError
 
         with self._migrating() as conn:
             # Read under the migration lock: a replica that connects while another migrates a new SQLite
@@ -275,29 +278,34 @@ class Database:
             self.check_known(conn)
             cfg = alembic_config(self.url)
             cfg.attributes["connection"] = conn
-            command.downgrade(cfg, revision)
+            try:
+                getattr(command, direction)(cfg, revision)
+            except CommandError as exc:
+                raise SpecError("REV", f"{revision!r}: {exc}",
+                                f"use head, base or one of: {', '.join(revisions())}") from None
 
     def current_revision(self, conn: Any = None) -> str | None:
         """The revision the database is at, None before the first migration (on ``conn`` if given)."""
         from alembic.runtime.migration import MigrationContext
 
-        if conn is not None:
-            return MigrationContext.configure(conn).get_current_revision()
-        with self.engine.connect() as own:
-            return MigrationContext.configure(own).get_current_revision()
+        with translated(self.url):
+            if conn is not None:
+                return MigrationContext.configure(conn).get_current_revision()
+            with self.engine.connect() as own:
+                return MigrationContext.configure(own).get_current_revision()
 
     def require_current(self) -> None:
         """Raise unless the schema is at the newest migration (what the code expects)."""
         self.check_known()
         current, head = self.current_revision(), head_revision()
         if current != head:
-            raise SpecError(URL_ENV, f"the database {self.safe_url} is at revision {current or 'none'}, "
-                            f"this autopar expects {head}", "run `autopar db upgrade` (or start `autopar serve`)")
+            raise SchemaMismatch(URL_ENV, f"the database {self.safe_url} is at revision {current or 'none'}, "
+                                 f"this autopar expects {head}", "run `autopar db upgrade` (or start `autopar serve`)")
 
     @property
     def safe_url(self) -> str:
         """The URL with any password hidden, for messages and logs."""
-        return make_url(self.url).render_as_string(hide_password=True)
+        return safe_url(self.url)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -1,7 +1,8 @@
 """What the store raises, under :class:`search.AutoparError` (the base of every error autopar raises
 on purpose): each says which setting is involved, what is wrong and what to do. Database driver
-exceptions become these here, in the store; the API maps each kind to its HTTP status in one place
-(``service.api._errors``), and the command line prints one ``autopar: error:`` line and exits 2.
+exceptions become these in the store, at one place (``service.store._translate``); the API maps each
+kind to its HTTP status in one place (``service.api._errors``), and the command line prints one
+``autopar: error:`` line and exits 2.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from search import AutoparError
 
 class StoreError(AutoparError):
     """A database problem: ``field`` (the setting or request part involved), ``problem``, ``fix``."""
+
+    cause: str = ""
+    """The class name of the database exception this was translated from ('' when the store raised it
+    itself): what an answer that must not show the driver's text may say (``service.store._translate``)."""
 
     def __init__(self, field: str, problem: str, fix: str) -> None:
         self.field, self.problem, self.fix = field, problem, fix
@@ -30,7 +35,7 @@ class SchemaMismatch(StoreError):
 
 
 class Conflict(StoreError):
-    """The request conflicts with rows stored meanwhile."""
+    """The request conflicts with rows stored meanwhile (a unique or foreign key refused a write)."""
 
 
 class InvalidValue(StoreError):

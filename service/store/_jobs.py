@@ -1,4 +1,4 @@
-"""The search queue: claim, heartbeat, finish, fail, cancel.
+"""The search queue: claim, heartbeat, finish, fail, release, cancel.
 
 Any number of workers (threads, processes, machines) share the ``searches`` table:
 
@@ -106,6 +106,18 @@ def fail(db: Database, c: Claim, error: str) -> bool:
         res = s.execute(update(Search).where(Search.id == c.search_id, Search.claim_token == c.token,
                                              Search.status == "running")
                         .values(status="failed", finished_at=utc_now(), error=error[:4000])
+                        .execution_options(synchronize_session=False))
+        return res.rowcount == 1  # type: ignore[attr-defined]
+
+
+def release(db: Database, c: Claim) -> bool:
+    """Put a running search back in the queue for another worker (this one is stopping). The claim is
+    handed back unused, so it does not count as an attempt."""
+    with db.session() as s:
+        res = s.execute(update(Search).where(Search.id == c.search_id, Search.claim_token == c.token,
+                                             Search.status == "running")
+                        .values(status="queued", claim_token=None, worker_id=None, heartbeat_at=None, progress=0.0,
+                                attempts=Search.attempts - 1)
                         .execution_options(synchronize_session=False))
         return res.rowcount == 1  # type: ignore[attr-defined]
 

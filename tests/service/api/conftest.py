@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from service._tokens import create_token
 from service.api import Settings, create_app
-from service.api._auth import create_token
 from service.store import Database
 
 

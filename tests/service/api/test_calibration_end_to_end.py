@@ -30,10 +30,10 @@ from fastapi.testclient import TestClient
 
 from search import Calibration, default_calibration
 from search._fit import fit_time_constants, time_mape
+from service._search_request import init_fields
+from service._tokens import create_token
 from service.api import Settings, create_app
-from service.api._auth import create_token
-from service.api._search_request import init_fields
-from service.api._specs import model_shape
+from service.request import model_shape
 from service.store import Database
 
 ROOT = Path(__file__).resolve().parents[3]

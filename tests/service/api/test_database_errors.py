@@ -30,8 +30,8 @@ def test_a_dropped_schema_is_a_503_saying_when_to_retry(client: TestClient, app_
 def test_a_chunked_body_over_the_limit_is_413_not_a_parse_error(settings: object, app_db: Database) -> None:
     """Found by review: without Content-Length (chunked), the limit tripped inside FastAPI's body
     parsing and came back as a 422 'could not be read'."""
+    from service._tokens import create_token
     from service.api import Settings, create_app
-    from service.api._auth import create_token
 
     small = settings.model_copy(update={"max_body_bytes": 4096}) if isinstance(settings, Settings) else None
     assert small is not None

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 import pytest
 from fastapi.testclient import TestClient
 
+from service._tokens import create_token
 from service.api import Settings, create_app
-from service.api._auth import create_token
 from service.api._routes_docs import REDOC, SWAGGER_UI, VENDOR_DIR, vendored_files
 from service.store import Database
 

@@ -80,7 +80,7 @@ def test_a_search_keeps_its_fabric_and_another_fabric_is_another_search(client: 
                                                                          auth: dict[str, str]) -> None:
     """The stored request carries the fabric (the worker rebuilds the cluster from it) and the request's
     hash counts it: the same question at 2:1 is not answered by the non-blocking one."""
-    from service.api._search_request import from_stored
+    from service._search_request import from_stored
     from service.store import Search
 
     base = {"model": {"preset": "llama2-7b"}, "training": {"global_batch": 64}, "top": 3,

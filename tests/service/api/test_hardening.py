@@ -64,7 +64,7 @@ def test_a_near_zero_figure_is_a_422_naming_its_range(client: TestClient, auth: 
 
 
 def test_the_schema_documents_each_range() -> None:
-    from service.api._schemas import GPUIn, NodeIn
+    from service.request import GPUIn, NodeIn
 
     for model in (GPUIn, NodeIn):
         props = model.model_json_schema()["properties"]
@@ -128,11 +128,14 @@ def test_a_database_error_in_the_worker_shows_no_sql(client: TestClient, app_db:
                                                      auth: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy.exc import DataError
 
+    from service.store._translate import translated
+
     sid = client.post("/v1/searches", json={**SEARCH, "cluster": {"preset": "dgx-h100"}}, headers=auth).json()["id"]
 
     def refuse(*_: object, **__: object) -> bool:
-        raise DataError("UPDATE searches SET space_size=%(space_size)s", {"space_size": 2**40},
-                        Exception("integer out of range"))
+        with translated(app_db.url):  # what the store does with the driver's refusal
+            raise DataError("UPDATE searches SET space_size=%(space_size)s", {"space_size": 2**40},
+                            Exception("integer out of range"))
 
     monkeypatch.setattr(_worker, "finish", refuse)
     assert _worker.run_worker(settings, once=True) == 0
@@ -140,7 +143,7 @@ def test_a_database_error_in_the_worker_shows_no_sql(client: TestClient, app_db:
     assert failed["status"] == "failed", failed
     for leak in ("UPDATE", "space_size", "out of range", "%("):
         assert leak not in failed["error"], failed["error"]
-    assert "operator" in failed["error"]
+    assert "operator" in failed["error"] and "(DataError)" in failed["error"]
 
 
 # --- 8. the worker's back-off is capped ------------------------------------------------------------
@@ -160,7 +163,7 @@ class _Clock(threading.Event):
 
 def test_after_a_long_outage_the_worker_claims_again_within_two_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: waits doubled up to 30 s, so after a 45 s outage the workers took 15.3 s to claim again."""
-    from sqlalchemy.exc import OperationalError
+    from service.store import StorageUnavailable
 
     clock = _Clock()
     calls = {"n": 0}
@@ -168,7 +171,7 @@ def test_after_a_long_outage_the_worker_claims_again_within_two_seconds(monkeypa
     def flaky_claim(*_: object, **__: object) -> None:
         calls["n"] += 1
         if sum(clock.waits) < 45.0:  # the database is down for 45 s of the worker's time
-            raise OperationalError("SELECT 1", {}, Exception("connection refused"))
+            raise StorageUnavailable("AUTOPAR_DATABASE_URL", "cannot use the database: connection refused", "retry")
         clock.set()  # back: this claim answered (nothing queued); stop
         return None
 

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from service.api._auth import create_token
+from service._tokens import create_token
 from service.api._idempotency import Answer, IdempotentRequest, body_hash
 from service.store import Database, IdempotencyKey, Search
 

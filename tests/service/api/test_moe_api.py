@@ -21,10 +21,10 @@ from search import (
     model_preset,
     predict,
 )
+from service._search_request import from_stored
 from service.api._resource_models import ModelPresetList, RunOut
-from service.api._schemas import ModelShape
 from service.api._search_models import ConfigsOut, SearchOut
-from service.api._search_request import from_stored
+from service.request import ModelShape
 from service.store import Database, Search, SearchConfig
 
 MOE = {"experts": 8, "topk": 2, "expert_ffn": 512, "shared_experts": 1, "shared_expert_ffn": 512,

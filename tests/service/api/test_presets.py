@@ -9,8 +9,8 @@ from search import CLUSTER_PRESETS, MODEL_PRESET_PARAMS, MODEL_PRESETS, ModelSpe
 from service.api import Settings, create_app
 from service.api._resource_models import ClusterPresetList, ModelPresetList
 from service.api._routes_presets import models_json
-from service.api._schemas import ClusterIn, ModelIn
 from service.cli import presets_dict
+from service.request import ClusterIn, ModelIn
 from service.store import Database
 
 

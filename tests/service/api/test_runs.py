@@ -23,9 +23,9 @@ from search import (
     model_preset,
     predict,
 )
+from service._search_request import resolve
 from service.api import Settings, create_app
-from service.api._search_models import SearchIn
-from service.api._search_request import resolve
+from service.request import SearchIn
 from service.store import Database, Search, SearchConfig
 
 SPEC = {"model": {"preset": "llama3-8b"}, "cluster": {"preset": "dgx-h100"}, "training": {"global_batch": 64},

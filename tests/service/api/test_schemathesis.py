@@ -23,9 +23,9 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+from service._tokens import create_token
 from service._worker import run_worker
 from service.api import Settings, create_app
-from service.api._auth import create_token
 from service.store import Database
 
 MAX_EXAMPLES = 25

@@ -259,9 +259,7 @@ def test_identical_posts_racing_each_other_share_one_search(client: TestClient, 
 
 
 def test_the_database_refuses_a_second_active_search_for_one_request(app_db: Database) -> None:
-    from sqlalchemy.exc import IntegrityError
-
-    from service.store import Search
+    from service.store import Conflict, Search
 
     def row(status: str) -> Search:
         return Search(id=uuid.uuid4().hex, request_hash="h" * 64, request={}, model_name="m", cluster_name="c",
@@ -270,7 +268,7 @@ def test_the_database_refuses_a_second_active_search_for_one_request(app_db: Dat
 
     with app_db.session() as s:
         s.add_all([row("failed"), row("cancelled"), row("queued")])  # finished ones may repeat
-    with pytest.raises(IntegrityError), app_db.session() as s:
+    with pytest.raises(Conflict), app_db.session() as s:  # the store's translation of the unique index's refusal
         s.add(row("done"))
 
 

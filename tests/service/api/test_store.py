@@ -9,7 +9,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
 from search import SpecError
-from service.store import Base, Database, data_dir, database_url, head_revision
+from service.store import Base, Database, SchemaMismatch, data_dir, database_url, head_revision
 
 TABLES = {"profiles", "searches", "search_configs", "runs", "api_tokens", "idempotency_keys"}
 
@@ -43,7 +43,7 @@ def test_migrated_schema_matches_the_orm_tables(db_url: str) -> None:
 
 def test_require_current_says_to_upgrade(sqlite_url: str) -> None:
     db = Database(sqlite_url)
-    with pytest.raises(SpecError, match="autopar db upgrade"):
+    with pytest.raises(SchemaMismatch, match="autopar db upgrade"):
         db.require_current()
     db.upgrade()
     db.require_current()

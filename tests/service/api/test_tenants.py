@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from service.api._auth import create_token
+from service._tokens import create_token
 from service.store import Database, Profile, Run, Search, SearchTenant
 
 BODY: dict[str, Any] = {"model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-a100-80gb", "nodes": 1},

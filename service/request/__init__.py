@@ -1,0 +1,50 @@
+"""Request bodies and the specs they become: the pydantic bodies the API validates and the database
+stores (``ModelIn``, ``ClusterIn``, ``SearchIn``, ...), and their conversion to search specs (every
+problem a :class:`search.SpecError` naming the request's field). Shared by the API, the worker and
+the CLI, so none of them imports the others' internals."""
+
+from service.request._schemas import (
+    HARDWARE_BOUNDS,
+    ClusterIn,
+    ConfigIn,
+    FabricIn,
+    FabricTierIn,
+    FrameworkTarget,
+    GPUIn,
+    MLAShape,
+    ModelIn,
+    ModelShape,
+    MoEShape,
+    NodeIn,
+    RecipeIn,
+    Runtime,
+    TrainingIn,
+)
+from service.request._search_in import BudgetIn, SearchIn
+from service.request._specs import cluster_spec, fabric_spec, load_profile, model_shape, model_spec, parallel_config
+
+__all__ = [
+    "HARDWARE_BOUNDS",
+    "BudgetIn",
+    "ClusterIn",
+    "ConfigIn",
+    "FabricIn",
+    "FabricTierIn",
+    "FrameworkTarget",
+    "GPUIn",
+    "MLAShape",
+    "MoEShape",
+    "ModelIn",
+    "ModelShape",
+    "NodeIn",
+    "RecipeIn",
+    "Runtime",
+    "SearchIn",
+    "TrainingIn",
+    "cluster_spec",
+    "fabric_spec",
+    "load_profile",
+    "model_shape",
+    "model_spec",
+    "parallel_config",
+]
