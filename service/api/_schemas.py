@@ -1,22 +1,6 @@
 """Moved to :mod:`service.request` (request bodies are shared by the API, the worker and the CLI);
-kept so ``service.api._schemas`` imports of other modules and tests keep working."""
+the names other modules and tests still import from here are re-exported until they move."""
 
-from service.request import (
-    ClusterIn,
-    ConfigIn,
-    FabricIn,
-    FabricTierIn,
-    FrameworkTarget,
-    GPUIn,
-    MLAShape,
-    ModelIn,
-    ModelShape,
-    MoEShape,
-    NodeIn,
-    RecipeIn,
-    Runtime,
-    TrainingIn,
-)
+from service.request import ClusterIn, ConfigIn, GPUIn, ModelIn, NodeIn, TrainingIn
 
-__all__ = ["ClusterIn", "ConfigIn", "FabricIn", "FabricTierIn", "FrameworkTarget", "GPUIn", "MLAShape", "MoEShape",
-           "ModelIn", "ModelShape", "NodeIn", "RecipeIn", "Runtime", "TrainingIn"]
+__all__ = ["ClusterIn", "ConfigIn", "GPUIn", "ModelIn", "NodeIn", "TrainingIn"]
