@@ -12,17 +12,16 @@ from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._error_band import error_band, within_band
 from search._errors import SpecError
-from search._memory_plan import GpuPeak, MemoryPlan, holds_host_bytes, host_breakdown
+from search._memory_plan import GpuPeak, MemoryPlan, host_breakdown
 from search._model_spec import ModelSpec
-from search._parallel_spec import ParallelConfig, Placement, Precision, TrainingSpec
+from search._parallel_spec import ParallelConfig, Precision, TrainingSpec
 from search._predict import predict, predict_memory, stage_bound_terms
 from search._prediction import Prediction
 from search._search_result import RankedConfig
-from search._space import Candidate
+from search._space import DEFAULT_PLACEMENT, Block, Candidate
 from search._support import support_status
 
 ProgressFn = Callable[[int, int], None]
-DEFAULT_PLACEMENT: Placement = "tp-cp-ep-dp-pp"
 _OFFLOAD_SHARES: tuple[float, ...] = tuple(i / 20 for i in range(1, 20))
 """Shares of the optimizer states on the host a partial offload tries (steps of 5 %)."""
 
@@ -118,17 +117,22 @@ class Evaluator:
         """GPU, host and NVMe fit, with :attr:`min_headroom_bytes` of GPU memory to spare."""
         return plan.feasible and plan.peak_bytes <= plan.gpu_capacity_bytes - self.min_headroom_bytes
 
-    def _remember_miss(self, cand: Candidate, plan: MemoryPlan | None, order: int, peak_bytes: float = 0.0) -> None:
-        """Keep the three closest misses; ``plan`` None: a configuration with nothing on the host
-        whose ``peak_bytes`` alone the scan computed (its plan is built if it is kept)."""
+    def _remember_miss(self, cand: Candidate, plan: MemoryPlan | None, order: int, peak_bytes: float = 0.0,
+                       host: bool = False) -> None:
+        """Keep the three closest misses. ``plan`` None: the scan computed ``peak_bytes`` alone; the
+        plan is built when the miss may be kept (and first, when ``host``, to rank by host bytes too)."""
         node = self.cluster.node
         # Closest first: by how far GPU memory is exceeded, then host memory and NVMe.
+        gpu = (plan.peak_bytes if plan is not None else peak_bytes) / self.cluster.gpu.memory_bytes
+        if len(self.closest) == 3 and -gpu < self.closest[0][0][0]:
+            return  # further over on the GPU than all three kept
+        if plan is None and host:
+            plan = self.memory(cand)
         if plan is None:
-            ratio = (peak_bytes / self.cluster.gpu.memory_bytes,
-                     max(0.0 / node.cpu_memory_bytes, 0.0 / node.nvme_bytes))
+            ratio = (gpu, max(0.0 / node.cpu_memory_bytes, 0.0 / node.nvme_bytes))
         else:
-            ratio = (plan.peak_bytes / self.cluster.gpu.memory_bytes,
-                     max(plan.cpu_bytes_per_node / node.cpu_memory_bytes, plan.nvme_bytes_per_node / node.nvme_bytes))
+            ratio = (gpu, max(plan.cpu_bytes_per_node / node.cpu_memory_bytes,
+                              plan.nvme_bytes_per_node / node.nvme_bytes))
         rank = ((-ratio[0], -ratio[1]), -order)
         if len(self.closest) == 3 and rank < self.closest[0][:2]:
             return
@@ -138,59 +142,69 @@ class Evaluator:
         else:
             heapq.heappushpop(self.closest, item)
 
-    def _peak_and_fit(self, cand: Candidate) -> tuple[float, bool, MemoryPlan | None]:
-        """Peak GPU bytes and whether ``cand`` fits (:meth:`fits`), from the GPU's peak alone
-        (:class:`search._memory_plan.GpuPeak`) and, where host memory or NVMe enter, the host side;
-        the full plan of a miss that holds host bytes (the closest misses rank by them too)."""
-        c = cand.config
-        m = self.trainings[cand.framework].global_batch // (c.dp * c.micro_batch)
-        peak = self._gpu_peak(c, cand.framework, m)
-        fit = peak <= self.cluster.gpu.memory_bytes - self.min_headroom_bytes
-        if not holds_host_bytes(c):
-            return peak, fit, None
-        if fit:
-            node = self.cluster.node
-            cpu, nvme, _states = host_breakdown(self.model, self.cluster, c, m, self.host_safety_factor)
-            if sum(cpu.values()) <= node.cpu_memory_bytes and nvme <= node.nvme_bytes:
-                return peak, True, None
-        return peak, False, self.memory(cand)  # a miss ranks by its host bytes too (closest misses)
-
-    def scan_memory(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """Check every candidate's memory (about 7 us each): the exact count of configurations that
-        fit, the closest misses, and the fitting ones (returned, in order) for the time sweeps."""
+    def scan_memory(self, blocks: Sequence[Block]) -> list[Candidate]:
+        """Check every candidate's memory (:attr:`search._space.Space.blocks`, in the space's
+        order): the exact count of configurations that fit, the closest misses, and the fitting ones
+        (returned, in order) for the time sweeps."""
         fitting = []
         # Peak memory never falls as the micro-batch grows (activations per micro-batch scale with it,
         # micro-batches in flight at most inversely: stored = per-layer x min(mb (pp - r), batch/dp)),
-        # so once a configuration does not fit, the same one with a larger micro-batch does not either.
+        # so once a configuration does not fit, the same one with a larger micro-batch does not either
+        # (and is never built).
         failed_from: dict[tuple[Any, ...], int] = {}
-        # TP communication overlap changes no memory term: its twin without overlap's peak is reused.
-        peaks: dict[tuple[Any, ...], tuple[float, bool, MemoryPlan | None]] = {}
         fits_at: set[tuple[Any, ...]] = set()  # the keys (+ micro-batch) of the configurations that fit
-        for order, cand in enumerate(candidates, start=1):
-            c = cand.config
-            # :func:`_twin_key` without the micro-batch, written out: this loop runs 10^5 times.
-            key = (cand.framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, c.offload_optimizer,
-                   c.offload_param, c.recompute, c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles)
-            if c.micro_batch >= failed_from.get(key, c.micro_batch + 1):
-                continue
-            twin = (*key[:11], c.stage_layers, c.ep, c.etp, c.tiles, c.micro_batch)
-            known = peaks.get(twin) if c.sp else None
-            if known is None:
-                known = self._peak_and_fit(cand)
-                if c.sp:
-                    peaks[twin] = known
-            peak, fit, plan = known
-            if fit:
-                self.fitting[cand] = peak
-                fitting.append(cand)
-                fits_at.add((*key, c.micro_batch))
-            else:
-                self._peaks[(*key, c.micro_batch)] = peak  # a twin a refinement starts from
-                failed_from[key] = min(c.micro_batch, failed_from.get(key, c.micro_batch))
-                self._remember_miss(cand, plan, order, peak)
-            kinds = self._partial_kinds(cand, fit, fits_at)
-            if kinds:
-                self.partial_sources.append((cand, peak, kinds))
+        gpu_peak, batch = self._gpu_peak, self.trainings["megatron"].global_batch
+        cap = self.cluster.gpu.memory_bytes - self.min_headroom_bytes
+        node = self.cluster.node
+        order = 0
+        for block in blocks:
+            dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt, param, rc, entries = block
+            host = opt != "none" or param != "none"
+            # Model states per (runtime, tiles) and activations per micro-batch: shared by the block's
+            # candidates (the GPU's peak alone, :class:`search._memory_plan.GpuPeak`; full plans are
+            # built for what is timed and for the closest misses).
+            states_of: dict[tuple[str, int], tuple[float, ...]] = {}
+            for mb, variants in entries:
+                shared: ParallelConfig | None = None
+                acts: tuple[float, ...] | None = None
+                host_fits: bool | None = None
+                for runtime, placement, tiles in variants:
+                    order += 1
+                    # :func:`_twin_key` without the micro-batch, written out: this loop runs 10^5 times.
+                    key = (runtime, dp, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, layout, ep, etp, tiles)
+                    if mb >= failed_from.get(key, mb + 1):
+                        continue
+                    if placement == DEFAULT_PLACEMENT and tiles == 1:
+                        if shared is None:
+                            shared = block.config(mb)
+                        c = shared
+                    else:
+                        c = block.config(mb, placement, tiles)
+                    cand = Candidate(runtime, c)
+                    if acts is None:
+                        acts = gpu_peak.activations(c, batch // (dp * mb))
+                    states = states_of.get((runtime, tiles))
+                    if states is None:
+                        states = states_of[(runtime, tiles)] = gpu_peak.states(c, runtime)
+                    peak = gpu_peak.peak(states, acts, runtime, zero)
+                    fit = peak <= cap
+                    if host and fit:
+                        if host_fits is None:  # the host side depends on the configuration, not the runtime
+                            cpu, nvme, _ = host_breakdown(self.model, self.cluster, c, batch // (dp * mb),
+                                                          self.host_safety_factor)
+                            host_fits = sum(cpu.values()) <= node.cpu_memory_bytes and nvme <= node.nvme_bytes
+                        fit = host_fits
+                    if fit:
+                        self.fitting[cand] = peak
+                        fitting.append(cand)
+                        fits_at.add((*key, mb))
+                    else:
+                        self._peaks[(*key, mb)] = peak  # a twin a refinement starts from
+                        failed_from[key] = min(mb, failed_from.get(key, mb))
+                        self._remember_miss(cand, None, order, peak, host)
+                    kinds = self._partial_kinds(cand, fit, fits_at)
+                    if kinds:
+                        self.partial_sources.append((cand, peak, kinds))
         self.n_feasible = len(fitting)
         self.scanned = True
         return fitting
@@ -320,8 +334,9 @@ class Evaluator:
         c = cand.config
         if recompute_layers == -1:
             recompute_layers = c.recompute_layers
+        # The runtime is part of the key: its kernels (attention) and per-micro-batch costs differ.
         key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute, c.tp_comm_overlap,
-               cand.framework == "megatron-deepspeed", c.stage_layers, c.ep, c.etp, recompute_layers)
+               cand.framework, c.stage_layers, c.ep, c.etp, recompute_layers)
         terms = self._bound_cache.get(key)
         if terms is None:
             # dp, ZeRO, offloads and vp do not enter the per-micro-batch terms (the expert degrees do).
@@ -359,7 +374,7 @@ class Evaluator:
 
 def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective: str,
            progress: ProgressFn | None, max_visits: int | None = None, band: float = 0.0,
-           known_tokens_per_s: Sequence[float] = ()) -> None:
+           known_tokens_per_s: Sequence[float] = (), bounds: Sequence[float] | None = None) -> None:
     """Exact top-k by branch and bound: visit configurations by their optimistic throughput
     (:meth:`Evaluator.upper_bound_tokens_per_s`), best first, and stop once that bound falls
     to the k-th best throughput found (no configuration left can enter the top k). The Pareto
@@ -367,14 +382,17 @@ def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective:
     search (deterministic, unlike a deadline): it stops there with the best found so far. With
     ``band`` it also visits every configuration that may lie within that relative error of the
     best (those :func:`rank` marks equivalent), so the equivalence set is complete too.
-    ``known_tokens_per_s``: throughputs already timed (a second sweep over derived configurations)."""
+    ``known_tokens_per_s``: throughputs already timed (a second sweep over derived configurations);
+    ``bounds``: the candidates' :meth:`Evaluator.upper_bound_tokens_per_s`, where already computed."""
     total = len(candidates)
-    bounds = sorted(((ev.upper_bound_tokens_per_s(c), i) for i, c in enumerate(candidates)), reverse=True)
+    if bounds is None:
+        bounds = [ev.upper_bound_tokens_per_s(c) for c in candidates]
+    order = sorted(zip(bounds, range(total), strict=True), reverse=True)
     kth: list[float] = heapq.nlargest(top_k, known_tokens_per_s)  # min-heap of the k best tokens/s so far
     heapq.heapify(kth)
     best = max(known_tokens_per_s, default=0.0)
     step = max(1, total // 100)
-    for visited, (bound, i) in enumerate(bounds, start=1):
+    for visited, (bound, i) in enumerate(order, start=1):
         if objective != "pareto" and len(kth) == top_k and bound <= kth[0] and bound < best * (1.0 - band):
             break
         if max_visits is not None and visited > max_visits:
@@ -392,21 +410,19 @@ def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective:
         progress(total, total)
 
 
-def pareto_sweep(fitting: Sequence[Candidate], ev: Evaluator) -> None:
+def pareto_sweep(fitting: Sequence[Candidate], ev: Evaluator, bounds: Sequence[float]) -> None:
     """Time every configuration that may be on the Pareto front of tokens/s vs memory headroom,
     after :meth:`Evaluator.scan_memory`: by headroom, most first, a configuration whose throughput
     bound does not exceed the best throughput already timed at as much headroom or more is
-    dominated and skipped. The front of the timed configurations is then the front of the space."""
-    capacity = ev.cluster.gpu.memory_bytes
-
-    def headroom(c: Candidate) -> float:
-        return capacity - ev.fitting[c]
-
+    dominated and skipped. The front of the timed configurations is then the front of the space.
+    ``bounds``: each one's :meth:`Evaluator.upper_bound_tokens_per_s`."""
+    peaks, capacity = ev.fitting, ev.cluster.gpu.memory_bytes
     best = 0.0
-    for cand in sorted(fitting, key=headroom, reverse=True):
-        if ev.upper_bound_tokens_per_s(cand) <= best:
+    # Most headroom first; ties in the scan's order (sorted is stable, reversed too).
+    for i in sorted(range(len(fitting)), key=lambda i: capacity - peaks[fitting[i]], reverse=True):
+        if bounds[i] <= best:
             continue
-        pred, _plan = ev(cand)
+        pred, _plan = ev(fitting[i])
         if pred is not None:
             best = max(best, pred.tokens_per_s)
 

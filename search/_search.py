@@ -96,19 +96,19 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
                             allow_tiling=allow_tiling)
     ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour, min_headroom_bytes,
                    host_safety_factor)
-    candidates = space.candidates
     name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
-    exhaustive = storage is None and len(candidates) <= max_exhaustive and n_trials is None
+    exhaustive = storage is None and space.n_valid <= max_exhaustive and n_trials is None
     if storage is not None:
-        study = run_shared(candidates, ev, objective, storage, name, progress, top_k)
+        study = run_shared(space.candidates, ev, objective, storage, name, progress, top_k)
         exhaustive = True
     elif exhaustive:
         # Memory of every configuration (the exact feasible count), then the Pareto front and the
         # top k (with everything in the best one's error band) by branch and bound over those that fit.
-        fitting = ev.scan_memory(candidates)
-        pareto_sweep(fitting, ev)
+        fitting = ev.scan_memory(space.blocks)
+        bounds = [ev.upper_bound_tokens_per_s(c) for c in fitting]
+        pareto_sweep(fitting, ev, bounds)
         band = sweep_band(fitting, cluster, model.moe is not None)
-        sweep(fitting, ev, top_k, "throughput", progress, band=band)
+        sweep(fitting, ev, top_k, "throughput", progress, band=band, bounds=bounds)
         # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
         derived = ev.derive_partials(ev.threshold_tokens_per_s(band))
         if derived:
@@ -117,13 +117,13 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
                   known_tokens_per_s=[p.tokens_per_s for _, p, _ in ev.feasible])
         study = tell_study(ev, objective, name, top_k)
     else:
-        study = run_sampler(candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,
+        study = run_sampler(space.candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,
                              cluster, progress)
     top, pareto = rank(ev, objective, top_k)
     elapsed = time.perf_counter() - start
-    study.set_user_attr("counts", {"space": space.size, "valid": len(candidates), "feasible": ev.n_feasible,
+    study.set_user_attr("counts", {"space": space.size, "valid": space.n_valid, "feasible": ev.n_feasible,
                                    "evaluated": ev.n_evaluated, "exhaustive": exhaustive})
-    hints = (why_no_valid(model, cluster.world_size, global_batch, framework, allow_untested) if not candidates
+    hints = (why_no_valid(model, cluster.world_size, global_batch, framework, allow_untested) if not space.n_valid
              else _hints(ev, model, cluster, global_batch, precision, framework, cal, top_k, allow_tiling))
     knobs = fine_grained_knobs([cand.config for cand in ev.fitting] or [cand.config for cand, _, _ in ev.feasible])
     if top and knobs is not None:
@@ -132,7 +132,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     return SearchResult(
         model=model.name, cluster=cluster.name, num_nodes=cluster.num_nodes, world_size=cluster.world_size,
         framework=framework, objective=objective, top=top, pareto=pareto, space_size=space.size,
-        n_valid=len(candidates), n_feasible=ev.n_feasible, n_evaluated=ev.n_evaluated, exhaustive=exhaustive,
+        n_valid=space.n_valid, n_feasible=ev.n_feasible, n_evaluated=ev.n_evaluated, exhaustive=exhaustive,
         elapsed_s=elapsed, study_name=name, hints=hints,
     )
 

@@ -57,13 +57,14 @@ De-duplication (one entry per configuration that runs the same, the simplest kep
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import cache, partial
+from typing import NamedTuple
 
 from search._errors import SpecError
 from search._model_spec import ModelSpec
-from search._parallel_spec import Framework, Offload, ParallelConfig, Recompute
+from search._parallel_spec import Framework, Offload, ParallelConfig, Placement, Recompute
 from search._pipeline_layout import (
     Layout,
     balanced,
@@ -99,16 +100,73 @@ class Candidate:
     """Parallel degrees and memory policies; passes ``check_compatible`` for ``framework``."""
 
 
+Variant = tuple[Framework, Placement, int]
+"""(runtime, placement, tiles) of one candidate of a :class:`Block` at one micro-batch."""
+DEFAULT_PLACEMENT: Placement = "tp-cp-ep-dp-pp"
+
+
+class Block(NamedTuple):
+    """Candidates that differ only in the micro-batch, the runtime, the placement and the tiles:
+    what a memory scan walks micro-batch by micro-batch (the peak never falls as it grows), building
+    a configuration only where it has to look at one."""
+
+    dp: int
+    tp: int
+    pp: int
+    vp: int
+    cp: int
+    sp: bool
+    tp_comm_overlap: bool
+    stage_layers: Layout | None
+    ep: int
+    etp: int
+    zero_stage: int
+    offload_optimizer: Offload
+    offload_param: Offload
+    recompute: Recompute
+    entries: tuple[tuple[int, tuple[Variant, ...]], ...]
+    """(micro-batch, its variants in order), the micro-batch ascending."""
+
+    def config(self, micro_batch: int, placement: Placement = DEFAULT_PLACEMENT, tiles: int = 1) -> ParallelConfig:
+        return ParallelConfig.trusted(self.dp, self.tp, self.pp, self.vp, self.cp, self.sp, micro_batch,
+                                      self.zero_stage, self.offload_optimizer, self.offload_param, self.recompute,
+                                      tp_comm_overlap=self.tp_comm_overlap, stage_layers=self.stage_layers,
+                                      ep=self.ep, etp=self.etp, placement=placement, tiles=tiles)
+
+    def candidates(self) -> Iterator[Candidate]:
+        """The block's candidates in the space's order; runtimes of one micro-batch share one configuration."""
+        for mb, variants in self.entries:
+            shared: ParallelConfig | None = None
+            for runtime, placement, tiles in variants:
+                if placement == DEFAULT_PLACEMENT and tiles == 1:
+                    if shared is None:
+                        shared = self.config(mb)
+                    yield Candidate(runtime, shared)
+                else:
+                    yield Candidate(runtime, self.config(mb, placement, tiles))
+
+
 @dataclass(frozen=True, slots=True)
 class Space:
     """The enumerated space of one job."""
 
     size: int
     """Raw size: product of the per-dimension choice counts before any rule (a report figure)."""
-    candidates: tuple[Candidate, ...]
-    """Every valid, de-duplicated configuration, in a deterministic order (tp, pp, cp, vp, sp,
-    zero/offload, recompute, micro_batch, ascending). A configuration that several runtimes run
-    appears once per runtime, adjacent, in ``FRAMEWORK_TARGETS`` order, sharing one ParallelConfig."""
+    blocks: tuple[Block, ...]
+    """The valid configurations grouped by all but micro-batch, runtime, placement and tiles."""
+    n_valid: int
+    """How many candidates the blocks hold."""
+    _expanded: list[tuple[Candidate, ...]] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        """Every valid, de-duplicated configuration, in a deterministic order (tp, pp, cp, vp, sp,
+        zero/offload, recompute, micro_batch, ascending). A configuration that several runtimes run
+        appears once per runtime, adjacent, in ``FRAMEWORK_TARGETS`` order, sharing one
+        ParallelConfig. Built on first use (an exhaustive search walks :attr:`blocks` instead)."""
+        if not self._expanded:
+            self._expanded.append(tuple(c for block in self.blocks for c in block.candidates()))
+        return self._expanded[0]
 
 
 def _divisors(n: int) -> list[int]:
@@ -367,9 +425,12 @@ def enumerate_space(
     cps = [c for c in world_divisors if c == 1 or (flash and model.seq_len % (2 * c) == 0)]
     recomputes = _FLASH_RECOMPUTES if flash else _RECOMPUTES
 
-    candidates: list[Candidate] = []
+    blocks: list[Block] = []
+    n_valid = 0
+    variants_of: dict[tuple[object, ...], tuple[Variant, ...]] = {}
     # Loops in the order tp, pp, cp, vp, sp, zero/offload, recompute, micro_batch; integer checks
-    # first, and one ParallelConfig per configuration, labelled once per runtime that runs it.
+    # first, and per micro-batch the runtimes that run it (one ParallelConfig, labelled once per
+    # runtime), Megatron's other placement and DeepSpeed's tilings.
     for tp in tps:
         # (sp, tp_comm_overlap): overlap needs sp, and only Megatron has it (the matrix says so).
         sps = ((False, False), (True, False), (True, True)) if tp > 1 else ((False, False),)
@@ -400,32 +461,46 @@ def enumerate_space(
                                     allow_untested))
                                 if not labels:
                                     continue
+                                # Megatron's --use-tp-pp-dp-mapping (the one runtime with the knob,
+                                # search._support): a different layout only when both dp and pp > 1.
+                                placed = (dp > 1 and pp > 1 and "megatron" in labels
+                                          and _admits(_status("megatron", tp, pp, vp, cp, sp, zero, opt, param, rc,
+                                                              overlap, ep * etp > 1, placed=True), allow_untested))
+                                tiled = allow_tiling and zero == 3 and "deepspeed" in labels
+                                entries = []
                                 for mb in micro:
-                                    config = ParallelConfig.trusted(dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc,
-                                                                    tp_comm_overlap=overlap, stage_layers=layout,
-                                                                    ep=ep, etp=etp)
-                                    for runtime in labels:
-                                        if runtime == "fsdp" and pp > 1 and not _torch_schedule_runs(
-                                                per_rank // mb, pp, vp):
-                                            continue
-                                        if runtime == "megatron" and vp > 1 and (per_rank // mb) % pp:
-                                            continue
-                                        candidates.append(Candidate(runtime, config))
-                                    # Megatron's --use-tp-pp-dp-mapping (the one runtime with the knob,
-                                    # search._support): a different layout only when both dp and pp > 1.
-                                    if (dp > 1 and pp > 1 and "megatron" in labels
-                                            and (vp == 1 or (per_rank // mb) % pp == 0)
-                                            and _admits(_status("megatron", tp, pp, vp, cp, sp, zero, opt, param, rc,
-                                                                overlap, ep * etp > 1, placed=True), allow_untested)):
-                                        candidates.append(Candidate("megatron", ParallelConfig.trusted(
-                                            dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc, tp_comm_overlap=overlap,
-                                            stage_layers=layout, ep=ep, etp=etp, placement="tp-cp-ep-pp-dp")))
-                                    if allow_tiling and zero == 3 and "deepspeed" in labels:
-                                        candidates += [Candidate("deepspeed", ParallelConfig.trusted(
-                                            dp, tp, pp, vp, cp, sp, mb, zero, opt, param, rc, tp_comm_overlap=overlap,
-                                            stage_layers=layout, ep=ep, etp=etp, tiles=n)) for n in TILE_COUNTS]
+                                    vkey = (labels, placed, tiled, per_rank // mb, pp, vp)
+                                    variants = variants_of.get(vkey)
+                                    if variants is None:
+                                        variants = variants_of[vkey] = _variants(labels, placed, tiled,
+                                                                                 per_rank // mb, pp, vp)
+                                    if variants:
+                                        entries.append((mb, variants))
+                                        n_valid += len(variants)
+                                if entries:
+                                    blocks.append(Block(dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt,
+                                                        param, rc, tuple(entries)))
 
     n_micro = len(mbs) if mbs is not None else len(_divisors(global_batch))
     size = (len(runtimes) * len(world_divisors) ** 3 * len(_divisors(model.layers)) * 3 * n_micro
             * len(_ZERO_STAGES) * len(_OFFLOADS) ** 2 * len(_RECOMPUTES))
-    return Space(size=size, candidates=tuple(candidates))
+    return Space(size=size, blocks=tuple(blocks), n_valid=n_valid)
+
+
+def _variants(labels: tuple[Framework, ...], placed: bool, tiled: bool, n_micro: int, pp: int,
+              vp: int) -> tuple[Variant, ...]:
+    """The candidates of one configuration at one micro-batch: each runtime of ``labels`` whose
+    schedule runs ``n_micro`` micro-batches per step, Megatron's tp-cp-ep-pp-dp placement where
+    ``placed``, and DeepSpeed's tilings where ``tiled``."""
+    out: list[Variant] = []
+    for runtime in labels:
+        if runtime == "fsdp" and pp > 1 and not _torch_schedule_runs(n_micro, pp, vp):
+            continue
+        if runtime == "megatron" and vp > 1 and n_micro % pp:
+            continue
+        out.append((runtime, DEFAULT_PLACEMENT, 1))
+    if placed and (vp == 1 or n_micro % pp == 0):
+        out.append(("megatron", "tp-cp-ep-pp-dp", 1))
+    if tiled:
+        out += [("deepspeed", DEFAULT_PLACEMENT, n) for n in TILE_COUNTS]
+    return tuple(out)
