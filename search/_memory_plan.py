@@ -246,16 +246,27 @@ class GpuPeak:
         self._activations: dict[tuple[object, ...], tuple[float, ...]] = {}
 
     def __call__(self, config: ParallelConfig, framework: str, num_micro_batches: int) -> float:
-        c, model = config, self.model
-        frag = self.cal.memory_fragmentation
+        return self.peak(self.states(config, framework), self.activations(config, num_micro_batches), framework,
+                         config.zero_stage)
+
+    def activations(self, config: ParallelConfig, num_micro_batches: int) -> tuple[float, ...]:
+        """Activation bytes of each checked rank (:func:`_checked_ranks`), fragmentation included."""
+        c = config
         akey = (c.pp, c.vp, c.stage_layers, c.tp, c.cp, c.sp, c.recompute, c.micro_batch, c.etp, num_micro_batches,
                 c.recompute_layers, c.activation_offload_layers, c.offload_param != "none")
         acts = self._activations.get(akey)
         if acts is None:
-            acts = tuple(frag * _rank_activation_bytes(model, c, held, r == c.pp - 1, per_mb, working)
-                         for r, held, per_mb, working, _p, _e in _rank_inputs(model, c, num_micro_batches,
-                                                                             _checked_ranks(model, c)))
+            frag = self.cal.memory_fragmentation
+            acts = tuple(frag * _rank_activation_bytes(self.model, c, held, r == c.pp - 1, per_mb, working)
+                         for r, held, per_mb, working, _p, _e in _rank_inputs(self.model, c, num_micro_batches,
+                                                                             _checked_ranks(self.model, c)))
             self._activations[akey] = acts
+        return acts
+
+    def states(self, config: ParallelConfig, framework: str) -> tuple[float, ...]:
+        """Model-state bytes of each checked rank (weights, gradients, optimizer states, gathered
+        parameters), summed as :func:`plan_memory` sums its breakdown so the floats agree exactly."""
+        c, model = config, self.model
         skey = (framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.zero_stage, c.offload_optimizer, c.offload_param,
                 c.optimizer_offload_fraction, c.stage_layers, c.ep, c.etp, c.tiles)
         states = self._states.get(skey)
@@ -265,12 +276,16 @@ class GpuPeak:
             sums = []
             for r in _checked_ranks(model, c):
                 s = _rank_states(model, c, framework, params[r], experts[r])
-                # Summed as plan_memory sums its breakdown, left to right, so the floats agree exactly.
                 sums.append(s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.gathered_params_bytes)
             states = self._states[skey] = tuple(sums)
-        tail = frag * deepspeed_bucket_bytes(framework, c.zero_stage, 2)
+        return states
+
+    def peak(self, states: tuple[float, ...], activations: tuple[float, ...], framework: str,
+             zero_stage: int) -> float:
+        """The fullest checked rank's total, from :meth:`states` and :meth:`activations` of one configuration."""
+        tail = self.cal.memory_fragmentation * deepspeed_bucket_bytes(framework, zero_stage, 2)
         overhead = self.cal.memory_overhead_bytes
-        return max(states[i] + acts[i] + tail + overhead for i in range(len(acts)))
+        return max(states[i] + activations[i] + tail + overhead for i in range(len(activations)))
 
 
 @lru_cache(maxsize=4096)
