@@ -164,7 +164,7 @@ class MicroBatchTerms:
         return self.moe.layer_s if self.moe is not None else self.layer_s
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=65536)
 def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
                        cp: int, sp: bool, micro_batch: int, recompute: str,
                        tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1,
@@ -196,7 +196,7 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     return replace(dense, moe=moe, mtp_s=model.mtp_layers * (moe.layer_s + dense.head_s))
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=65536)
 def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric, precision: str, cal: Calibration,
                  tp: int,
                  cp: int, sp: bool, micro_batch: int, recompute: str, tp_comm_overlap: bool,
@@ -229,7 +229,7 @@ def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric,
     return terms, tp_fwd_s, cp_fwd_s
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=65536)
 def _moe_times(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric, precision: str, cal: Calibration,
                tp: int, cp: int,
                sp: bool, micro_batch: int, ep: int, etp: int, framework: str) -> MoELayerTimes:
