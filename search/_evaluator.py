@@ -160,6 +160,8 @@ class Evaluator:
         for block in blocks:
             dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt, param, rc, entries = block
             host = opt != "none" or param != "none"
+            # What :meth:`_partial_kinds` can find in this block (it is not asked otherwise).
+            refine_fit, refine_miss = rc == "full" or opt == "cpu", pp == 1 and rc == "none"
             # Model states per (runtime, tiles) and activations per micro-batch: shared by the block's
             # candidates (the GPU's peak alone, :class:`search._memory_plan.GpuPeak`; full plans are
             # built for what is timed and for the closest misses).
@@ -202,9 +204,10 @@ class Evaluator:
                         self._peaks[(*key, mb)] = peak  # a twin a refinement starts from
                         failed_from[key] = min(mb, failed_from.get(key, mb))
                         self._remember_miss(cand, None, order, peak, host)
-                    kinds = self._partial_kinds(cand, fit, fits_at)
-                    if kinds:
-                        self.partial_sources.append((cand, peak, kinds))
+                    if refine_fit if fit else (refine_miss and runtime == "megatron"):
+                        kinds = self._partial_kinds(cand, fit, fits_at)
+                        if kinds:
+                            self.partial_sources.append((cand, peak, kinds))
         self.n_feasible = len(fitting)
         self.scanned = True
         return fitting

@@ -244,6 +244,7 @@ class GpuPeak:
         self.model, self.cal = model, cal
         self._states: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._activations: dict[tuple[object, ...], tuple[float, ...]] = {}
+        self._tails: dict[tuple[str, int], float] = {}
 
     def __call__(self, config: ParallelConfig, framework: str, num_micro_batches: int) -> float:
         return self.peak(self.states(config, framework), self.activations(config, num_micro_batches), framework,
@@ -283,9 +284,15 @@ class GpuPeak:
     def peak(self, states: tuple[float, ...], activations: tuple[float, ...], framework: str,
              zero_stage: int) -> float:
         """The fullest checked rank's total, from :meth:`states` and :meth:`activations` of one configuration."""
-        tail = self.cal.memory_fragmentation * deepspeed_bucket_bytes(framework, zero_stage, 2)
+        tail = self._tails.get((framework, zero_stage))
+        if tail is None:
+            tail = self._tails[(framework, zero_stage)] = (
+                self.cal.memory_fragmentation * deepspeed_bucket_bytes(framework, zero_stage, 2))
         overhead = self.cal.memory_overhead_bytes
-        return max(states[i] + activations[i] + tail + overhead for i in range(len(activations)))
+        peak = states[0] + activations[0] + tail + overhead
+        for i in range(1, len(activations)):
+            peak = max(peak, states[i] + activations[i] + tail + overhead)
+        return peak
 
 
 @lru_cache(maxsize=4096)
