@@ -166,10 +166,12 @@ class Evaluator:
             # candidates (the GPU's peak alone, :class:`search._memory_plan.GpuPeak`; full plans are
             # built for what is timed and for the closest misses).
             states_of: dict[tuple[str, int], tuple[float, ...]] = {}
+            host_fits: bool | None = None
             for mb, variants in entries:
                 shared: ParallelConfig | None = None
                 acts: tuple[float, ...] | None = None
-                host_fits: bool | None = None
+                if param != "none":
+                    host_fits = None  # host-held activation checkpoints grow with the micro-batch
                 for runtime, placement, tiles in variants:
                     order += 1
                     # :func:`_twin_key` without the micro-batch, written out: this loop runs 10^5 times.
@@ -191,7 +193,9 @@ class Evaluator:
                     peak = gpu_peak.peak(states, acts, runtime, zero)
                     fit = peak <= cap
                     if host and fit:
-                        if host_fits is None:  # the host side depends on the configuration, not the runtime
+                        # The host side depends on the configuration, not the runtime, and without
+                        # parameter offload not on the micro-batch either (search._memory_plan.host_breakdown).
+                        if host_fits is None:
                             cpu, nvme, _ = host_breakdown(self.model, self.cluster, c, batch // (dp * mb),
                                                           self.host_safety_factor)
                             host_fits = sum(cpu.values()) <= node.cpu_memory_bytes and nvme <= node.nvme_bytes
@@ -205,7 +209,7 @@ class Evaluator:
                         failed_from[key] = min(mb, failed_from.get(key, mb))
                         self._remember_miss(cand, None, order, peak, host)
                     if refine_fit if fit else (refine_miss and runtime == "megatron"):
-                        kinds = self._partial_kinds(cand, fit, fits_at)
+                        kinds = self._partial_kinds(cand, fit, fits_at, (*key, mb))
                         if kinds:
                             self.partial_sources.append((cand, peak, kinds))
         self.n_feasible = len(fitting)
@@ -239,14 +243,17 @@ class Evaluator:
                 return found
         return None
 
-    def _partial_kinds(self, cand: Candidate, fit: bool, fits_at: set[tuple[Any, ...]]) -> tuple[str, ...]:
+    def _partial_kinds(self, cand: Candidate, fit: bool, fits_at: set[tuple[Any, ...]],
+                       key: tuple[Any, ...] | None = None) -> tuple[str, ...]:
         """Which fine-grained memory policies (issue 18) may improve one enumerated configuration,
         by cheap checks only: block recomputation where full recomputation fits and neither no nor
         selective recomputation does (Megatron ``--recompute-method block``); a partial optimizer
         offload where a whole one fits and none does not (``--optimizer-offload-fraction``, DeepSpeed
         ZeRO-3 ``ratio``); activation offload where nothing is recomputed, pp = 1 and it does not fit
-        (``--cpu-offloading-num-layers``)."""
+        (``--cpu-offloading-num-layers``). ``key``: the configuration's :func:`_twin_key`, where
+        the caller has it (its twins are then built by slicing)."""
         c, fw = cand.config, cand.framework
+        k = key if key is not None else _twin_key(fw, c)
         if fit and c.recompute != "full" and c.offload_optimizer != "cpu":
             return ()  # most configurations: nothing to refine
         if not fit and (fw != "megatron" or c.pp > 1 or c.recompute != "none"):
@@ -254,11 +261,11 @@ class Evaluator:
         kinds = []
         if (fit and c.recompute == "full" and c.recompute_layers is None and fw == "megatron"
                 and c.offload_param == "none"
-                and not any(_twin_key(fw, c, recompute=rc) in fits_at for rc in ("none", "selective"))):
+                and (*k[:10], "none", *k[11:]) not in fits_at and (*k[:10], "selective", *k[11:]) not in fits_at):
             kinds.append("recompute_layers")
         if (fit and c.offload_optimizer == "cpu" and c.optimizer_offload_fraction == 1.0
                 and (fw == "megatron" or (fw == "deepspeed" and c.zero_stage == 3))
-                and _twin_key(fw, c, offload_optimizer="none") not in fits_at):
+                and (*k[:8], "none", *k[9:]) not in fits_at):
             kinds.append("optimizer_offload_fraction")
         if (not fit and fw == "megatron" and c.pp == 1 and c.recompute == "none"
                 and c.activation_offload_layers == 0 and self.model.layers > 1):
