@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import NamedTuple
 
+from search._checks import divisors
 from search._errors import SpecError
 from search._model_spec import ModelSpec
 from search._parallel_spec import Framework, Offload, ParallelConfig, Placement, Recompute
@@ -169,20 +170,6 @@ class Space:
         return self._expanded[0]
 
 
-def _divisors(n: int) -> list[int]:
-    """Positive divisors of ``n`` in increasing order, in O(sqrt n)."""
-    small: list[int] = []
-    large: list[int] = []
-    d = 1
-    while d * d <= n:
-        if n % d == 0:
-            small.append(d)
-            if d * d != n:
-                large.append(n // d)
-        d += 1
-    return small + large[::-1]
-
-
 def _config_allows(zero: int, opt: Offload, param: Offload) -> bool:
     """ParallelConfig's own rules (DeepSpeed ZeRO-Offload / ZeRO-Infinity): optimizer offload
     needs ZeRO >= 1, NVMe optimizer offload and any parameter offload ZeRO-3."""
@@ -217,7 +204,7 @@ def expert_options(model: ModelSpec, tp: int, cp: int, dp: int) -> tuple[tuple[i
     for etp in sorted({1, tp}):
         if model.moe.expert_ffn % etp or (model.bias and etp > 1):
             continue
-        out += [(ep, etp) for ep in _divisors(model.moe.experts) if ranks % (ep * etp) == 0]
+        out += [(ep, etp) for ep in divisors(model.moe.experts) if ranks % (ep * etp) == 0]
     return tuple(out)
 
 
@@ -297,13 +284,13 @@ def _pipeline_options(runtimes: tuple[Framework, ...], layers: int, pp: int, hea
 
     for runtime in runtimes:
         if layers % pp == 0:
-            for vp in (_divisors(layers // pp) if runtime != "megatron-deepspeed" else [1]):
+            for vp in (divisors(layers // pp) if runtime != "megatron-deepspeed" else [1]):
                 add(vp, None, runtime)
         try_forms: list[tuple[int, Callable[[], Layout]]] = []
         if runtime == "megatron":
             slots = layers + 2
             if slots % pp == 0:
-                try_forms += [(vp, partial(megatron_account_for, layers, pp, vp)) for vp in _divisors(slots // pp)]
+                try_forms += [(vp, partial(megatron_account_for, layers, pp, vp)) for vp in divisors(slots // pp)]
             try:
                 split = balanced(layers, pp, head_w)
             except SpecError:
@@ -311,7 +298,7 @@ def _pipeline_options(runtimes: tuple[Framework, ...], layers: int, pp: int, hea
             if split and len(set(split[1:-1])) <= 1:
                 step = math.gcd(split[0], split[-1], split[1] if pp > 2 else 0)
                 try_forms += [(vp, partial(megatron_first_last, layers, pp, vp, split[0], split[-1]))
-                              for vp in _divisors(step)]
+                              for vp in divisors(step)]
         elif runtime == "fsdp":
             try_forms += [(vp, partial(torchtitan_split, layers, pp, vp)) for vp in (1, 2)]
         elif runtime == "megatron-deepspeed":
@@ -377,9 +364,9 @@ def why_no_valid(model: ModelSpec, world_size: int, global_batch: int, framework
             if e.status == "refused" or not allow_untested:
                 extra = " (allow untested combinations: --allow-untested)" if e.status == "untested" else ""
                 reasons.append(f"{runtime}: {e.what}; {e.fix}{extra}")
-    tps = [t for t in _divisors(world_size) if _tp_divides(model, t)]
-    if not any(global_batch % (world_size // (t * p)) == 0 for t in tps for p in _divisors(world_size // t)):
-        smallest = min(world_size // (t * p) for t in tps for p in _divisors(world_size // t))
+    tps = [t for t in divisors(world_size) if _tp_divides(model, t)]
+    if not any(global_batch % (world_size // (t * p)) == 0 for t in tps for p in divisors(world_size // t)):
+        smallest = min(world_size // (t * p) for t in tps for p in divisors(world_size // t))
         reasons.append(f"global batch {global_batch} is divisible by no data-parallel size the GPUs allow "
                        f"(dp = GPUs / (tp*pp*cp), at least {smallest}); use a multiple of {smallest} sequences")
     if not reasons:
@@ -417,7 +404,7 @@ def enumerate_space(
     _positive("global_batch", global_batch)
     mbs = None if micro_batches is None else sorted({_positive("micro_batches", m) for m in micro_batches})
 
-    world_divisors = _divisors(world_size)
+    world_divisors = divisors(world_size)
     flash = model.attention == "flash"
     tps = [t for t in world_divisors if _tp_divides(model, t)]
     pps = [p for p in world_divisors if p <= model.layers + 2]  # the embedding and head can fill a stage
@@ -447,7 +434,7 @@ def enumerate_space(
                 dp = world_size // mp
                 experts = expert_options(model, tp, cp, dp)
                 per_rank = global_batch // dp
-                micro = _divisors(per_rank) if mbs is None else [m for m in mbs if per_rank % m == 0]
+                micro = divisors(per_rank) if mbs is None else [m for m in mbs if per_rank % m == 0]
                 for vp, layout, expressed_by in layouts:
                     live = tuple(r for r in expressed_by if _runs(r, tp, pp, cp, vp, allow_untested))
                     if not live:
@@ -481,8 +468,8 @@ def enumerate_space(
                                     blocks.append(Block(dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt,
                                                         param, rc, tuple(entries)))
 
-    n_micro = len(mbs) if mbs is not None else len(_divisors(global_batch))
-    size = (len(runtimes) * len(world_divisors) ** 3 * len(_divisors(model.layers)) * 3 * n_micro
+    n_micro = len(mbs) if mbs is not None else len(divisors(global_batch))
+    size = (len(runtimes) * len(world_divisors) ** 3 * len(divisors(model.layers)) * 3 * n_micro
             * len(_ZERO_STAGES) * len(_OFFLOADS) ** 2 * len(_RECOMPUTES))
     return Space(size=size, blocks=tuple(blocks), n_valid=n_valid)
 
