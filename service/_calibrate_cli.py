@@ -44,26 +44,24 @@ def add_calibrate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    from service import store
     from service._calibrations import calibration_out, fit, parse_filter
-    from service._db_access import current_database, reachable
-    from service.api._app import autopar_version
-    from service.store import DEFAULT_TENANT
-    from service.store import _calibrations as store
+    from service._db_access import current_database
+    from service._version import autopar_version
 
     if not 2 <= args.folds <= 20:
         raise SpecError("--folds", f"{args.folds} is outside 2..20", "give e.g. --folds 5")
     run_filter = parse_filter(args.from_runs, "--from-runs")
     _, db = current_database()
     try:
-        with reachable(db):
-            try:
-                row = fit(db, cluster=args.cluster, profile_id=args.profile, run_filter=run_filter, k=args.folds,
-                          seed=args.seed, tenant=DEFAULT_TENANT, autopar_version=autopar_version())
-            except SpecError as err:  # the API's field names, as the CLI spells them
-                field = {"from_runs": "--from-runs", "cluster": "--cluster"}.get(err.field, err.field)
-                raise SpecError(field, err.problem, err.fix.replace("from_runs", "--from-runs")) from None
-            with db.session() as s:
-                store.add(s, row=row)
+        try:
+            row = fit(db, cluster=args.cluster, profile_id=args.profile, run_filter=run_filter, k=args.folds,
+                      seed=args.seed, tenant=store.DEFAULT_TENANT, autopar_version=autopar_version())
+        except SpecError as err:  # the API's field names, as the CLI spells them
+            field = {"from_runs": "--from-runs", "cluster": "--cluster"}.get(err.field, err.field)
+            raise SpecError(field, err.problem, err.fix.replace("from_runs", "--from-runs")) from None
+        with db.session() as s:
+            store.add_calibration(s, row=row)
     finally:
         db.dispose()
     out = calibration_out(row)
@@ -87,7 +85,7 @@ def cli_calibration(requested: str | None, cluster: str) -> Chosen:
     'published'), else the cluster's latest in the service's database when that database exists
     and answers, else the published constants. An unknown id is a SpecError naming --calibration."""
     from service._calibrations import PUBLISHED, choose
-    from service._db_access import current_database, reachable
+    from service._db_access import current_database
 
     if requested == PUBLISHED:
         return choose_published(defaulted=False)
@@ -100,9 +98,7 @@ def cli_calibration(requested: str | None, cluster: str) -> Chosen:
                             "--calibration") from None
         return choose_published(defaulted=True)
     try:
-        with reachable(db):
-            chosen: Chosen = choose(db, calibration_id=requested, cluster=cluster, profile_id=None,
-                                    field="--calibration")
+        chosen: Chosen = choose(db, calibration_id=requested, cluster=cluster, profile_id=None, field="--calibration")
     finally:
         db.dispose()
     return chosen

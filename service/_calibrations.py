@@ -27,7 +27,7 @@ from search._calibration import calibration_fingerprint, calibration_from_dict
 from search._fit import FOLDS, MIN_RUNS, PRIOR_WEIGHT, MeasuredRun, calibrate, rescaled, scale_gpu_rates
 from service import store
 from service.request import ClusterIn, ModelIn, cluster_spec, model_spec
-from service.store import ClusterCalibration, Database, Run, utc_now
+from service.store import ClusterCalibration, Database, Run, as_utc, utc_now
 
 PUBLISHED = "published"
 """The id an answer gives when it used the published constants (``search/calibration.json``)."""
@@ -151,10 +151,6 @@ def run_filter_text(f: RunFilter) -> str:
     parts = [f"model={f.model}" if f.model else "", f"search={f.search_id}" if f.search_id else "",
              f"since={f.since:%Y-%m-%d}" if f.since else "", f"last={f.last}" if f.last else ""]
     return ",".join(p for p in parts if p)
-
-
-def as_utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def calibration_out(row: ClusterCalibration) -> dict[str, Any]:

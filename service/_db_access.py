@@ -7,8 +7,6 @@ naming the URL, password hidden, and the fix; ``DatabaseDamaged`` saying what to
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from search import AutoparError, SpecError
@@ -16,13 +14,6 @@ from search import AutoparError, SpecError
 if TYPE_CHECKING:
     from service._settings import Settings
     from service.store import Database
-
-
-@contextmanager
-def reachable(db: Database) -> Iterator[None]:
-    """Kept for the commands that still wrap their database work in it: the store translates
-    'cannot connect' (and every other database error) itself, so this adds nothing."""
-    yield
 
 
 def open_database(*, must_exist: bool) -> tuple[Settings, Database]:

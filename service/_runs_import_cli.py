@@ -5,7 +5,7 @@
                         [--notes TEXT] [--dry-run] [--json]
 
 Each file is read by :func:`service.logs.parse_log` and stored through the service's own storing
-path (``service.api._routes_runs.store_run``: predicted now, the prediction stored beside the
+path (``service.runs.store_run``: predicted now, the prediction stored beside the
 measurement), one transaction per file: a file that cannot be read stores nothing and its error
 names the file and line; the others are still imported, and the exit status is 2 when any failed.
 """
@@ -25,7 +25,7 @@ from service._spec_files import HF_PREFIX, is_spec_file, load_cluster, read_json
 from service.logs import AUTO, FORMATS, warmup_lines
 
 if TYPE_CHECKING:
-    from service.api._runs_import import LogRun
+    from service.runs import LogRun
     from service.store import Database
 
 HELP = ("Megatron-LM: the argument dump (------ arguments ------), the 'using world size' line, the iteration lines "
@@ -86,7 +86,7 @@ def cluster_object(arg: str, nodes: int | None) -> dict[str, Any]:
     if not is_spec_file(arg):
         out: dict[str, Any] = {"preset": arg}
     else:
-        from service.api._schemas import GPUIn, NodeIn
+        from service.request import GPUIn, NodeIn
 
         spec = load_cluster(arg, nodes)  # the file as predict and search read it, checked
         out = {"gpu": _request_fields(spec.gpu, GPUIn, f"--cluster {arg} gpu"),
@@ -129,8 +129,8 @@ COLUMNS = (Column("log", left=True, keep=True), Column("format", left=True, prio
 
 def _dry(run: LogRun, db: Database | None) -> dict[str, Any]:
     """The run as POST /v1/runs would store it, with what the service would predict (nothing stored)."""
-    from service.api._routes_predict import evaluate
-    from service.api._schemas import ClusterIn, ConfigIn, ModelIn, TrainingIn
+    from service._evaluate import evaluate
+    from service.request import ClusterIn, ConfigIn, ModelIn, TrainingIn
 
     body = run.body
     ev = evaluate(cast(ModelIn, body.model), cast(ClusterIn, body.cluster), cast(TrainingIn, body.training),
@@ -142,11 +142,8 @@ def _dry(run: LogRun, db: Database | None) -> dict[str, Any]:
 
 
 def import_logs(args: argparse.Namespace) -> int:
-    from service._db_access import current_database, reachable
-    from service.api._errors import ApiError
-    from service.api._resource_models import RunOut
-    from service.api._routes_runs import run_out, store_run
-    from service.api._runs_import import log_run
+    from service._db_access import current_database
+    from service.runs import log_run, run_out, store_run
     from service.store import DEFAULT_TENANT
 
     cluster = cluster_object(args.cluster, args.nodes)
@@ -171,10 +168,11 @@ def import_logs(args: argparse.Namespace) -> int:
                     out = _dry(run, db)
                 else:
                     db = cast("Database", db)  # opened above unless a dry run
-                    with reachable(db), db.session() as s:
+                    with db.session() as s:
                         row = store_run(s, run.body, db, DEFAULT_TENANT)
-                        out = RunOut.model_validate(run_out(row)).model_dump(mode="json")
-            except (AutoparError, ApiError) as err:
+                        out = run_out(row)
+                    out["created_at"] = out["created_at"].isoformat()
+            except AutoparError as err:
                 where = "" if isinstance(err, AutoparError) and str(err).startswith(file) else f"{file}: "
                 print(f"autopar: error: {where}{err}", file=sys.stderr)
                 failed += 1

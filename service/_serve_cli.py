@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from search import SpecError
-from service._db_access import current_database, reachable
+from service._db_access import current_database
 from service._logging import service_logging
 
 if TYPE_CHECKING:
@@ -243,17 +243,17 @@ def _serve(args: argparse.Namespace) -> int:
 def _run_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    from service.api import autopar_version, create_app
+    from service._version import autopar_version
+    from service.api import create_app
     from service.store import Database
 
     workers = settings.workers
     sock = _listen(args.host, args.port)
     db = Database(settings.database_url)
     try:
-        with reachable(db):
-            db.check_integrity()  # a damaged file fails here, with what to do, not at the first request
-            db.upgrade()
-            revision = db.current_revision()
+        db.check_integrity()  # a damaged file fails here, with what to do, not at the first request
+        db.upgrade()
+        revision = db.current_revision()
         app = create_app(settings, db=db, migrate=False)
         # Everything loaded so far (FastAPI, pydantic schemas, presets) lives as long as the
         # process: freezing it keeps full garbage collections from rescanning it, which was the

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from service._settings import Settings
-from service._version import autopar_version as autopar_version  # re-exported: older imports name it here
+from service._version import autopar_version
 from service.api import _errors, _request_id
 from service.api._body_limit import BodyLimit
 from service.api._state import AppState

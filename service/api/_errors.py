@@ -18,6 +18,7 @@ from service.store import (
     Conflict,
     DatabaseDamaged,
     InvalidValue,
+    NotFound,
     SchemaMismatch,
     StorageUnavailable,
     StoreError,
@@ -144,7 +145,7 @@ _log = logging.getLogger("autopar.api")
 
 _STORE_STATUS: dict[type[StoreError], tuple[int, str]] = {
     StorageUnavailable: (503, "unavailable"), DatabaseDamaged: (503, "damaged"), SchemaMismatch: (503, "not_ready"),
-    Conflict: (409, "conflict"), InvalidValue: (422, "invalid_value")}
+    Conflict: (409, "conflict"), InvalidValue: (422, "invalid_value"), NotFound: (404, "not_found")}
 """Each kind of store error and its status: the one place they are mapped."""
 
 
@@ -156,7 +157,7 @@ def _store(_: Request, exc: Exception) -> JSONResponse:
         _log.error("database error: %s", exc.__cause__, exc_info=exc.__cause__)
     status, kind = next((v for k, v in _STORE_STATUS.items() if isinstance(exc, k)), (503, "unavailable"))
     headers = {"Retry-After": "5"} if isinstance(exc, StorageUnavailable) else None
-    field = exc.field if isinstance(exc, Conflict | InvalidValue) else "database"
+    field = exc.field if isinstance(exc, Conflict | InvalidValue | NotFound) else "database"
     problem, fix = exc.problem, exc.fix
     if isinstance(exc, DatabaseDamaged):  # the file's path is the operator's business, not the client's
         problem, fix = ("the service's database is damaged; retrying will not help",

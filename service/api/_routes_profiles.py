@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -17,7 +17,7 @@ from service.api._errors import ApiError
 from service.api._idempotency import Answer, Idempotency
 from service.api._resource_models import ProfileIn, ProfileOut, ProfilePage, error_responses
 from service.api._state import Reader, State, Writer
-from service.store import Profile, Session, utc_now
+from service.store import Profile, Session, as_utc, utc_now
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
 _TEXT_MAX = 200  # the profiles table's string columns
@@ -32,11 +32,6 @@ async def _schema_version_first(request: Request) -> None:
         return  # FastAPI answers invalid JSON itself
     if isinstance(data, dict) and data.get("schema_version") not in READABLE_VERSIONS:
         HardwareProfile.from_dict(data)  # raises the SpecError naming schema_version and the fix
-
-
-def as_utc(moment: datetime) -> datetime:
-    """SQLite hands timezone-aware columns back naive; they were stored as UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _measured_at(fp: Fingerprint) -> datetime:

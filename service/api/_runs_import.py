@@ -1,35 +1,24 @@
-"""POST /v1/runs:import's request: the logs of a text/plain or multipart body, the defaults beside
-them, and each log read into the POST /v1/runs body of its run (also ``autopar runs import``'s)."""
+"""POST /v1/runs:import's request: the logs of a text/plain or multipart body and the defaults beside
+them (each log becomes its run by :func:`service.runs.log_run`, as ``autopar runs import``'s do)."""
 
 from __future__ import annotations
 
 import email.policy
 import json
-from dataclasses import dataclass
 from email.parser import BytesParser
 from typing import Any
 
 from fastapi import Request
-from pydantic import ValidationError
 
 from search import SpecError
 from service.api._errors import detail
-from service.api._resource_models import RunIn
-from service.logs import AUTO, FORMATS, LogParseError, ParsedLog, decode_log, parse_log, run_request
+from service.logs import AUTO, FORMATS, LogParseError
 
 LOG_FORMATS: tuple[str, ...] = (AUTO, *FORMATS)
 MAX_LOGS = 100
 """Logs one import takes (each is predicted; the body limit bounds their bytes)."""
 _DEFAULTS = ("cluster", "nodes", "model", "format", "profile_id", "notes")
 """What a log does not print, given as query parameters or as form fields beside the files."""
-
-
-@dataclass(frozen=True, slots=True)
-class LogRun:
-    """A training log and the POST /v1/runs body of the run it describes."""
-
-    log: ParsedLog
-    body: RunIn
 
 
 def spec_object(text: str, field: str) -> dict[str, Any]:
@@ -44,23 +33,6 @@ def spec_object(text: str, field: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise SpecError(field, "is not a JSON object", f"give a preset name or the {field} object of POST /v1/runs")
     return value
-
-
-def log_run(data: bytes, name: str, *, format: str, cluster: dict[str, Any], model: dict[str, Any] | None,
-            notes: str | None = None, profile_id: str | None = None) -> LogRun:
-    """A log file's bytes as the run it describes; LogParseError (file and line) or SpecError (naming the
-    file) when it is not a complete log, or lacks what a run needs."""
-    log = parse_log(decode_log(data, name), name=name, format=format)
-    if profile_id is not None:
-        cluster = {**cluster, "profile_id": profile_id}
-    try:
-        body = RunIn.model_validate(run_request(log, cluster=cluster, model=model, notes=notes))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(part) for part in err["loc"])
-        raise SpecError(f"{name}: {where}", err["msg"], "give the model and cluster as POST /v1/runs takes them "
-                        "(GET /v1/presets lists the presets)") from None
-    return LogRun(log, body)
 
 
 def file_error(name: str, err: SpecError) -> dict[str, Any]:

@@ -75,8 +75,7 @@ def _given_model(log: ParsedLog, model: dict[str, Any]) -> dict[str, Any]:
     """``model`` with the log's sequence length; refused when its shape disagrees with the log's."""
     from pydantic import ValidationError
 
-    from service.api._schemas import ModelIn
-    from service.api._specs import model_spec
+    from service.request import ModelIn, model_spec
 
     if log.seq_len is not None:
         if isinstance(model.get("shape"), dict):

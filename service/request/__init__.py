@@ -3,6 +3,7 @@ stores (``ModelIn``, ``ClusterIn``, ``SearchIn``, ...), and their conversion to 
 problem a :class:`search.SpecError` naming the request's field). Shared by the API, the worker and
 the CLI, so none of them imports the others' internals."""
 
+from service.request._run_in import Id, RunIn
 from service.request._schemas import (
     HARDWARE_BOUNDS,
     ClusterIn,
@@ -32,12 +33,14 @@ __all__ = [
     "FabricTierIn",
     "FrameworkTarget",
     "GPUIn",
+    "Id",
     "MLAShape",
     "MoEShape",
     "ModelIn",
     "ModelShape",
     "NodeIn",
     "RecipeIn",
+    "RunIn",
     "Runtime",
     "SearchIn",
     "TrainingIn",

@@ -27,6 +27,7 @@ from service.store._errors import (
     Conflict,
     DatabaseDamaged,
     InvalidValue,
+    NotFound,
     SchemaMismatch,
     StorageUnavailable,
     StoreError,
@@ -75,6 +76,7 @@ from service.store._tables import (
     Search,
     SearchConfig,
     SearchTenant,
+    as_utc,
     utc_now,
 )
 from service.store._tokens import add_token, get_token, list_tokens, revoke_stored_token, use_token
@@ -96,6 +98,7 @@ __all__ = [
     "DatabaseDamaged",
     "IdempotencyKey",
     "InvalidValue",
+    "NotFound",
     "OutcomeTimes",
     "Profile",
     "Run",
@@ -115,6 +118,7 @@ __all__ = [
     "add_search",
     "add_token",
     "all_runs",
+    "as_utc",
     "check_url",
     "claim",
     "count_configs",

@@ -78,6 +78,3 @@ def latest_calibration(s: Session, *, cluster_name: str | None = None,
                                                       ClusterCalibration.profile_id.is_(None))
                      .order_by(ClusterCalibration.created_at.desc()).limit(1)).scalar_one_or_none()
 
-
-add = add_calibration
-"""The name ``autopar calibrate`` (``service._calibrate_cli``) still calls it by."""

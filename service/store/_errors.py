@@ -38,6 +38,10 @@ class Conflict(StoreError):
     """The request conflicts with rows stored meanwhile (a unique or foreign key refused a write)."""
 
 
+class NotFound(StoreError):
+    """The request names a row the database does not hold (a search, one of its ranks, a profile)."""
+
+
 class InvalidValue(StoreError):
     """A value the database cannot store or compare (a NUL character in text), refused on every backend."""
 

@@ -31,6 +31,12 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(moment: datetime) -> datetime:
+    """A stored moment as an aware UTC datetime: SQLite hands timezone-aware columns back naive (they
+    were stored as UTC), PostgreSQL aware."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 DEFAULT_TENANT = "default"
 """The tenant of tokens created without ``--tenant`` and of rows from before tenants existed."""
 

@@ -61,18 +61,8 @@ def test_no_module_outside_the_store_imports_sqlalchemy() -> None:
     assert not found, "SQL lives in service/store/ only; move these queries there:\n" + "\n".join(found)
 
 
-_STILL_INSIDE = {
-    "service/_calibrate_cli.py": "autopar_version from service.api._app (service._version has it)",
-    "service/_runs_import_cli.py": "store_run, evaluate, log_run and the run bodies still live in service.api",
-}
-"""Command-line modules that still import from inside the API (outside this change: named so they are fixed)."""
-
-
-def _outside_the_api() -> list[object]:
-    return [pytest.param(path.relative_to(ROOT).as_posix(), marks=pytest.mark.xfail(
-        reason=_STILL_INSIDE[path.relative_to(ROOT).as_posix()], strict=True))
-            if path.relative_to(ROOT).as_posix() in _STILL_INSIDE else path.relative_to(ROOT).as_posix()
-            for path in sorted((ROOT / "service").glob("_*.py"))]
+def _outside_the_api() -> list[str]:
+    return [path.relative_to(ROOT).as_posix() for path in sorted((ROOT / "service").glob("_*.py"))]
 
 
 @pytest.mark.parametrize("rel", _outside_the_api())
@@ -85,7 +75,7 @@ def test_the_worker_and_the_cli_do_not_import_from_inside_the_api(rel: str) -> N
         "\n".join(inside))
 
 
-@pytest.mark.parametrize("package", ["service/request", "service/store"])
+@pytest.mark.parametrize("package", ["service/request", "service/runs", "service/store"])
 def test_the_shared_layers_do_not_import_the_api(package: str) -> None:
     inside = [f"{path.relative_to(ROOT)}:{line}: {module}" for path in sorted((ROOT / package).rglob("*.py"))
               for line, module, _ in _imports(path) if module.startswith("service.api")]

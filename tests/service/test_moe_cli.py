@@ -23,8 +23,7 @@ from search import MODEL_PRESETS, TrainingSpec
 from service._spec_files import load_model
 from service.api import Settings, create_app
 from service.api._auth import create_token
-from service.api._schemas import ClusterIn, ConfigIn, ModelIn
-from service.api._specs import cluster_spec, model_spec, parallel_config
+from service.request import ClusterIn, ConfigIn, ModelIn, cluster_spec, model_spec, parallel_config
 from service.store import Database
 
 REPO = Path(__file__).resolve().parents[2]

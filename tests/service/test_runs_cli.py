@@ -21,12 +21,10 @@ from fastapi.testclient import TestClient
 import service.cli as cli
 from search import ParallelConfig, TrainingSpec, cluster_preset, default_calibration, model_preset, predict
 from service._runs_cli import CALIBRATION_GPU_IDS, add_runs_parser
+from service._search_request import resolve
 from service.api import Settings, create_app
 from service.api._auth import create_token
-from service.api._schemas import ClusterIn, ConfigIn, ModelIn
-from service.api._search_models import SearchIn
-from service.api._search_request import resolve
-from service.api._specs import cluster_spec, model_spec, parallel_config
+from service.request import ClusterIn, ConfigIn, ModelIn, SearchIn, cluster_spec, model_spec, parallel_config
 from service.store import Database, Search, SearchConfig
 
 REPO = Path(__file__).resolve().parents[2]

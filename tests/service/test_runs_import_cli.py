@@ -127,3 +127,13 @@ def test_the_cluster_and_model_may_be_json_files(autopar: Autopar, tmp_path: Pat
     assert record["run"]["model"]["shape"]["name"] == "our-8b" and record["run"]["model"]["shape"]["seq_len"] == 8192
     code, _, err = autopar("runs", "import", TITAN, "--cluster", str(cluster), "--nodes", "2", "--dry-run")
     assert code == 2 and "the run used 8 GPUs, the cluster has 2 node(s) of 8 GPUs" in err
+
+
+def test_an_unknown_profile_is_one_error_line_and_stores_nothing(autopar: Autopar, database: str) -> None:
+    """A profile the database does not hold is refused by the storing path the API shares
+    (``service.runs``), printed as one ``autopar: error:`` line naming the file."""
+    code, out, err = autopar("runs", "import", LLAMA, "--cluster", "dgx-h100", "--profile-id", "nosuch",
+                             database=database)
+    assert code == 2 and out == ""
+    assert f"autopar: error: {LLAMA}: cluster.profile_id: no stored" in err and "'nosuch'" in err
+    assert "Traceback" not in err and not _runs(database)
