@@ -35,7 +35,7 @@ from search._model_spec import ModelSpec
 from search._parallel_spec import BLACKWELL_PRECISIONS, Framework, ParallelConfig, Precision, TrainingSpec
 from search._predict import check_host_safety_factor, predict_memory
 from search._search_result import SearchResult
-from search._space import Candidate, enumerate_space, why_no_valid
+from search._space import Candidate, FrameworkTarget, enumerate_space, why_no_valid
 from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared, tell_study
 
 Objective = Literal["throughput", "cost", "pareto"]
@@ -49,8 +49,8 @@ every one, the time of those the bound cannot rule out). MoE spaces reach 480,00
 sampler (25-34 s, 1.6 % regret on Qwen3)."""
 
 
-def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precision: str = "bf16",
-           framework: str = "any", objective: str = "throughput", top_k: int = 10, seed: int = 0,
+def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precision: Precision = "bf16",
+           framework: FrameworkTarget = "any", objective: Objective = "throughput", top_k: int = 10, seed: int = 0,
            n_trials: int | None = None, timeout_s: float | None = None, price_per_gpu_hour: float | None = None,
            storage: str | None = None, study_name: str | None = None,
            max_exhaustive: int = DEFAULT_MAX_EXHAUSTIVE, progress: ProgressFn | None = None,
@@ -84,7 +84,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     host_safety_factor = check_host_safety_factor(host_safety_factor)
     if (storage is None) != (study_name is None):
         raise SpecError("study_name", "storage and study_name go together", "give both, or neither")
-    TrainingSpec(global_batch, cast(Precision, precision))  # validates batch and precision
+    TrainingSpec(global_batch, precision)  # validates batch and precision
     if precision in BLACKWELL_PRECISIONS:
         if framework not in ("megatron", "any"):
             raise SpecError("precision", f"{precision} is costed and emitted for Megatron-Core only, not {framework}",

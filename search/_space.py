@@ -60,7 +60,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 from search._checks import divisors
 from search._errors import SpecError
@@ -78,7 +78,8 @@ from search._pipeline_layout import (
 from search._support import SupportStatus, cached_status, model_entries_for, model_status
 from search._tiling import TILE_COUNTS
 
-FRAMEWORK_TARGETS: tuple[str, ...] = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp", "any")
+FrameworkTarget = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp", "any"]
+FRAMEWORK_TARGETS: tuple[FrameworkTarget, ...] = get_args(FrameworkTarget)
 """What :func:`enumerate_space` accepts: one runtime, or ``"any"`` for all four."""
 
 _RUNTIMES: tuple[Framework, ...] = ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")
