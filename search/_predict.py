@@ -42,10 +42,12 @@ from search._offload import offload_terms
 from search._parallel_spec import ParallelConfig, Recompute, TrainingSpec, check_compatible
 from search._prediction import Prediction
 from search._schedule import (
+    P2P_OVERLAP_RUNTIMES,
     TP_COLLECTIVES_BACKWARD_TO_FORWARD,
     dp_exposed_s,
     overlapped_s,
     pipeline_bubble_s,
+    pp_p2p_exposed_s,
     recompute_per_layer_s,
     tp_exposed_s,
 )
@@ -383,6 +385,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
 
     p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)
     bubble_s = pipeline_bubble_s(c.pp, c.vp, stage_s, p2p_s)
+    p2p_exposed_mb_s = pp_p2p_exposed_s(p2p_s, slowest_mb_s,
+                                        training.framework in P2P_OVERLAP_RUNTIMES and c.vp > 1)
     moe_fwd_s, moe_bwd_s = (mb.layer.forward_s, mb.compute_s - mb.layer.forward_s) if mb else (0.0, 0.0)
     last_bwd_s = (counts[-1] - moe_counts[-1]) * lt.backward_s + moe_counts[-1] * moe_bwd_s
     first_fwd_s = (counts[0] - moe_counts[0]) * lt.forward_s + moe_counts[0] * moe_fwd_s
@@ -411,7 +415,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         "zero3_comm": scale * (mb_with_traffic_s - slowest_mb_s),
         "offload_transfer": scale * (mb_total_s - mb_with_traffic_s),
         "pipeline_bubble": bubble_s,
-        "pp_p2p": scale * p2p_s,
+        "pp_p2p": scale * p2p_exposed_mb_s,
         "dp_comm": dp_s,
         "optimizer": optimizer_s,
         "offload_step": offload_step_s,

@@ -17,6 +17,17 @@ A null ``sp`` is open only under Megatron-LM: Megatron-DeepSpeed runs it off by 
 published runs on it (BigScience, February 2022) predate sequence parallelism (Korthikanti et
 al., May 2022). A null ``cp`` is what ``num_gpus / (dp*tp*pp)`` leaves; a null ``micro_batch``
 is ``global_batch / (dp*grad_accum)`` where ``grad_accum`` is given.
+
+Megatron-Bridge rows (``software`` names Megatron-Bridge: its performance summary, whose tables
+give the degrees but not the flags) take the performance recipes' rules for two flags, as general
+rules of that runtime (:func:`megatron_bridge_defaults`), not per run: sequence parallelism is on
+whenever tp > 1 (``scripts/performance/utils/utils.py`` ``WorkloadBaseConfig.sequence_parallel`` is
+``tensor_model_parallel_size > 1``; every flat recipe in ``src/megatron/bridge/perf_recipes`` sets
+``sequence_parallel = True`` with tp > 1 and False with tp = 1), and TP communication overlap
+(``--tp-comm-overlap``, userbuffers) is on with tp > 1 except under NVFP4 (the base recipes'
+``CommOverlapConfig(tp_comm_overlap=True)``; the perf recipes turn it off only for NVFP4:
+``cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4"``). Both read at
+Megatron-Bridge 067f987df03b (2026-08-22).
 """
 
 from __future__ import annotations
@@ -138,6 +149,27 @@ def _node(cluster: dict[str, Any]) -> NodeSpec:
     return node
 
 
+MEGATRON_BRIDGE = "megatron-bridge"
+"""How a record's ``software`` names Megatron-Bridge (case-insensitive)."""
+
+
+def megatron_bridge_defaults(rec: dict[str, Any], tp: int, precision: str) -> dict[str, bool]:
+    """The flags a Megatron-Bridge performance row leaves null, as its recipes set them (module
+    docstring): ``sp`` = tp > 1, ``tp_comm_overlap`` = tp > 1 and not NVFP4. Empty for other rows
+    and for flags the row states."""
+    cfg = rec.get("config") or {}
+    if MEGATRON_BRIDGE not in str(rec.get("software") or "").lower().replace(" ", "-") \
+            or (cfg.get("framework") or "megatron") != "megatron":
+        return {}
+    out: dict[str, bool] = {}
+    if cfg.get("sp") is None:
+        out["sp"] = tp > 1
+    if cfg.get("tp_comm_overlap") is None:
+        # Megatron-Bridge turns the overlap off where SP is off (comm_overlap.py _get_model_comm_overlap_cfgs).
+        out["tp_comm_overlap"] = tp > 1 and precision != "nvfp4" and cfg.get("sp") is not False
+    return out
+
+
 def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
     m = rec
     h = int(m["hidden"])
@@ -233,12 +265,14 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         raise _inconsistent(rid, "config.grad_accum", f"micro_batch*dp*grad_accum = {micro_batch}*{dp}*{grad_accum} "
                             f"is not global_batch = {global_batch}")
     vp = int(cfg.get("vp") or 1)
+    precision = recipe_precision(cfg.get("precision"), cfg.get("fp8_recipe")) or "bf16"
+    recipe_flags = megatron_bridge_defaults(rec, tp, precision)
     first, last = cfg.get("first_stage_layers"), cfg.get("last_stage_layers")
     given_layers = cfg.get("stage_layers")
     uneven = bool(cfg.get("uneven_pipeline")) or first is not None or given_layers is not None
     unknown = tuple(name for name, is_open in (
         ("micro_batch", micro_batch is None), ("vp", cfg.get("vp") is None and pp > 1),
-        ("sp", cfg.get("sp") is None and tp > 1 and framework == "megatron"),
+        ("sp", cfg.get("sp") is None and tp > 1 and framework == "megatron" and "sp" not in recipe_flags),
         ("recompute", cfg.get("recompute") is None),
         ("stage_layers", uneven and first is None and given_layers is None),
         ("etp", cfg.get("etp") is None and int(cfg.get("ep") or 1) > 1 and tp > 1)) if is_open)
@@ -261,15 +295,14 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
     node = _node(cl)
     num_nodes = max(1, math.ceil(num_gpus / node.gpus_per_node))
     cluster = ClusterSpec(gpu=gpu_preset(cl["gpu"]), node=node, num_nodes=num_nodes, name=str(cl.get("gpu")))
-    precision = recipe_precision(cfg.get("precision"), cfg.get("fp8_recipe")) or "bf16"
     config = ParallelConfig(
-        dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, sp=bool(cfg.get("sp") or False),
+        dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, sp=bool(cfg.get("sp") or recipe_flags.get("sp", False)),
         micro_batch=int(micro_batch or 1),
         zero_stage=int(cfg.get("zero_stage") or 0),
         offload_optimizer=cfg.get("offload_optimizer") or "none",
         offload_param=cfg.get("offload_param") or "none",
         recompute=cfg.get("recompute") or "none", stage_layers=stage_layers,
-        tp_comm_overlap=bool(cfg.get("tp_comm_overlap") or False),
+        tp_comm_overlap=bool(cfg.get("tp_comm_overlap") or recipe_flags.get("tp_comm_overlap", False)),
         ep=int(cfg.get("ep") or 1), etp=int(cfg.get("etp") or 1),
     )
     training = TrainingSpec(global_batch=global_batch, precision=cast(Precision, precision),

@@ -75,6 +75,29 @@ def pipeline_bubble_s(pp: int, vp: int, stage_micro_batch_s: tuple[float, ...], 
     return (sum(stage_micro_batch_s) - max(stage_micro_batch_s) + (pp - 1) * p2p_s) / vp
 
 
+P2P_OVERLAP_RUNTIMES = ("megatron",)
+"""Runtimes whose interleaved schedule overlaps the pipeline sends and receives with the next model
+chunk's compute: Megatron-Core, ``overlap_p2p_comm`` (Megatron-LM ``--overlap-p2p-communication``,
+on by default; Megatron-Bridge ``comm_overlap.py`` sets ``overlap_p2p_comm=True,
+batch_p2p_comm=False`` whenever vp > 1 and the non-interleaved 1F1B batches them instead)."""
+
+
+def pp_p2p_exposed_s(p2p_s: float, stage_s: float, overlapped: bool) -> float:
+    """The steady state's pipeline p2p per micro-batch left on the critical path.
+
+    ``p2p_s`` is the micro-batch's ``2 v`` transfers (:func:`search._comm_terms.pp_p2p_per_micro_batch_s`),
+    ``stage_s`` the slowest rank's compute for the micro-batch. Without overlap all of it is
+    exposed. With Megatron-Core's interleaved ``overlap_p2p_comm`` each chunk's send and the next
+    chunk's receive run on their own stream while the rank computes its next chunk
+    (``schedules.py`` ``forward_backward_pipelining_with_interleaving``: ``wait_handles`` are waited
+    on only before the chunk that needs the tensor), so a transfer is exposed only by what it takes
+    beyond one chunk's compute, ``stage_s / (2 v)``: in sum ``max(0, p2p_s - stage_s)``. The
+    warm-up and cool-down transfers stay in :func:`pipeline_bubble_s`."""
+    if not overlapped:
+        return p2p_s
+    return max(0.0, p2p_s - stage_s)
+
+
 def dp_exposed_s(reduce_s: float, gather_s: float, last_backward_s: float, first_forward_s: float,
                  overlap: float, last_bucket_s: float = 0.0, first_gather_bucket_s: float = 0.0) -> float:
     """Data-parallel traffic left on the critical path with bucketed overlap.

@@ -233,12 +233,15 @@ def test_interleaving_shrinks_the_pipeline_bubble(pp: int) -> None:
     assert bubbles[1] > bubbles[2] > bubbles[4] > 0
     # Undo the (p-1)/v factor: what remains is the stage time of one micro-batch (plus its
     # point-to-point transfers, which interleaving multiplies by v) and must not depend on v.
-    stage_times = {vp: bubbles[vp] * vp / (pp - 1) - p.time_breakdown_s["pp_p2p"] / p.num_micro_batches
-                   for vp, p in results.items()}
+    # Without interleaving every transfer is exposed, so vp = 1's pp_p2p gives one micro-batch's.
+    p2p_1 = results[1].time_breakdown_s["pp_p2p"] / results[1].num_micro_batches
+    assert p2p_1 > 0
+    stage_times = {vp: bubbles[vp] * vp / (pp - 1) - vp * p2p_1 for vp in results}
     assert stage_times[2] == pytest.approx(stage_times[1], rel=1e-9)
     assert stage_times[4] == pytest.approx(stage_times[1], rel=1e-9)
-    assert results[2].time_breakdown_s["pp_p2p"] == pytest.approx(2 * results[1].time_breakdown_s["pp_p2p"],
-                                                                  rel=1e-9)
+    # Megatron-Core's interleaved schedule overlaps the steady state's transfers with the next chunk
+    # (overlap_p2p_comm): a 39B chunk hides them.
+    assert results[2].time_breakdown_s["pp_p2p"] == 0.0 and results[4].time_breakdown_s["pp_p2p"] == 0.0
 
 
 def test_no_pipeline_no_bubble() -> None:
