@@ -104,7 +104,7 @@ def emit(result: SearchResult, args: argparse.Namespace, cluster: ClusterSpec, m
     hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
     if hosts and len(hosts) != cluster.num_nodes:
         raise SpecError("--hosts", f"{len(hosts)} hosts for {cluster.num_nodes} nodes", "give one host per node")
-    training = TrainingSpec(args.global_batch, args.precision, framework=chosen.framework)  # type: ignore[arg-type]
+    training = TrainingSpec(args.global_batch, args.precision, framework=chosen.framework)
     request = LaunchRequest(model=model, cluster=cluster, config=chosen.config, training=training, hosts=hosts,
                             train_script=args.train_script, profile=cluster.profile, recipe=recipe_of(args))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,9 @@ from typing import IO, Any
 
 REQUEST_ID: ContextVar[str | None] = ContextVar("autopar_request_id", default=None)
 """The id of the request being handled in this context (None outside requests)."""
+EXCEPTION_ATTR = "autopar_request_id"
+"""The attribute an unhandled error carries its request's id in (the server logs it after the
+request's context ended, so the id cannot come from :data:`REQUEST_ID` then)."""
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
 
 
@@ -48,7 +51,7 @@ class RequestIdFilter(logging.Filter):
         rid = REQUEST_ID.get()
         if rid is None and record.exc_info and record.exc_info[1] is not None:
             # an unhandled error, logged by the server after the request's context ended
-            rid = getattr(record.exc_info[1], "autopar_request_id", None)
+            rid = getattr(record.exc_info[1], EXCEPTION_ATTR, None)
         record.request_id = rid
         return True
 

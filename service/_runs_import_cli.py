@@ -25,6 +25,9 @@ from service._spec_files import HF_PREFIX, is_spec_file, load_cluster, read_json
 from service.logs import AUTO, FORMATS, warmup_lines
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from search import GPUSpec, NodeSpec
     from service.runs import LogRun
     from service.store import Database
 
@@ -95,10 +98,10 @@ def cluster_object(arg: str, nodes: int | None) -> dict[str, Any]:
     return out if nodes is None else {**out, "nodes": nodes}
 
 
-def _request_fields(spec: object, schema: type[Any], where: str) -> dict[str, Any]:
+def _request_fields(spec: GPUSpec | NodeSpec, schema: type[BaseModel], where: str) -> dict[str, Any]:
     """A GPU or node spec as the request object POST /v1/runs stores; a figure the request cannot carry
     (set apart from its default) is refused rather than dropped, so the stored prediction is the file's."""
-    fields = {f.name: f for f in dataclasses.fields(spec) if f.init}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(spec) if f.init}
     lost = [name for name, f in fields.items() if name not in schema.model_fields
             and getattr(spec, name) != (f.default if f.default is not dataclasses.MISSING else None)]
     if lost:

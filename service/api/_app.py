@@ -44,7 +44,7 @@ def _document_app_wide_answers(app: FastAPI) -> None:
         app.openapi_schema = spec
         return spec
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
 
 
 OPERATION_IDS = {"predict_one": "predict", "get_configs": "listConfigs", "get_launch": "getLaunchFiles",
@@ -96,7 +96,7 @@ def create_app(settings: Settings | None = None, *, db: Database | None = None, 
     for module in (_routes_health, _routes_presets, _routes_profiles, _routes_predict, _routes_searches,
                    _routes_runs, _routes_calibrations, _routes_docs, _routes_ui, _routes_whatif):
         app.include_router(module.router)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
                        timeout_s=settings.body_timeout_s)
     _document_app_wide_answers(app)
     _routes_health.install(app)  # request metrics, outside the body limit: the 413s above count too

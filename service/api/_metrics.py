@@ -33,6 +33,13 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+
+def _go_float(value: float) -> str:
+    """A bucket bound as Prometheus' own histograms write it (``le="0.5"``, ``"+Inf"``)."""
+    text: str = floatToGoString(value)  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
+    return text
+
+
 class QueueCollector:
     """Searches per status and the queue depth, counted in the database when scraped.
 
@@ -99,7 +106,7 @@ class SearchTimesCollector:
                 return
             family = HistogramMetricFamily(name, doc, labels=["outcome"])
             for t in times:
-                buckets = [(floatToGoString(b), float(n)) for b, n in zip(bounds, t.cumulative_counts, strict=True)]
+                buckets = [(_go_float(b), float(n)) for b, n in zip(bounds, t.cumulative_counts, strict=True)]
                 family.add_metric([t.outcome], [*buckets, ("+Inf", float(t.count))], sum_value=t.sum_s)
             yield family
 

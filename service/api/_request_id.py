@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service._logging import REQUEST_ID
+from service._logging import EXCEPTION_ATTR, REQUEST_ID
 
 HEADER = "X-Request-ID"
 _HEADER_KEY = HEADER.lower().encode("latin-1")
@@ -25,7 +25,8 @@ _PLAIN = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 
 def request_id(scope: Scope) -> str:
     """The request's own id when it is plain, else a new one (32 hex digits)."""
-    for key, value in scope.get("headers", ()):
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])  # ASGI: (lower-case name, value) byte pairs
+    for key, value in headers:
         if key == _HEADER_KEY:
             text = value.decode("latin-1")
             if _PLAIN.fullmatch(text):
@@ -56,7 +57,7 @@ class RequestId:
             await self.app(scope, receive, send_with_id)
         except Exception as exc:  # the server logs it after this context ends: the record finds the id here
             with contextlib.suppress(AttributeError):
-                exc.autopar_request_id = rid  # type: ignore[attr-defined]
+                setattr(exc, EXCEPTION_ATTR, rid)
             raise
         finally:
             REQUEST_ID.reset(token)
@@ -70,4 +71,4 @@ def install(app: FastAPI) -> None:
     def build_with_id() -> ASGIApp:
         return RequestId(build())
 
-    app.build_middleware_stack = build_with_id  # type: ignore[method-assign]
+    app.build_middleware_stack = build_with_id  # type: ignore[method-assign]  # Starlette has no hook outside it

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from service.logs._deepspeed import DS_HEADER, PIPE_STEP, THROUGHPUT, parse_deepspeed
 from service.logs._megatron import ARGS_HEADER, ITERATION, parse_megatron
-from service.logs._record import FORMATS, Format, LogParseError, ParsedLog, log_lines
+from service.logs._record import FORMATS, Format, LogParseError, ParsedLog, is_format, log_lines
 from service.logs._torchtitan import MESH, METRICS, TITAN_PREFIX, parse_torchtitan
 
 AUTO = "auto"
@@ -52,10 +52,10 @@ def parse_log(text: str, *, name: str, format: str = AUTO) -> ParsedLog:
     signature lines). Raises :class:`LogParseError` (file, line, problem, fix) on anything that is
     not a complete log of a run: binary data, a log cut inside its configuration dump, no
     iteration lines, only warm-up iterations, a garbled iteration line."""
-    if format != AUTO and format not in FORMATS:
+    if format != AUTO and not is_format(format):
         raise LogParseError(name, None, f"unknown log format {format!r}", f"use one of: {AUTO}, {', '.join(FORMATS)}")
     lines = log_lines(text, name)
-    fmt: Format = detect_format(lines, name) if format == AUTO else format  # type: ignore[assignment]
+    fmt: Format = format if is_format(format) else detect_format(lines, name)
     if fmt == "torchtitan":
         return parse_torchtitan(lines, name)
     if fmt == "deepspeed":

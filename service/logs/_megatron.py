@@ -139,8 +139,9 @@ def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
     groups = groups or positive_int(a.get("num_key_value_heads"))  # Megatron-DeepSpeed's GQA argument
     normalization = str(a.get("normalization", "")).lower()
     zero = 1 if a.get("use_distributed_optimizer") is True else 0
-    if isinstance(a.get("zero_stage"), int) and a.get("deepspeed") is True:  # Megatron-DeepSpeed's --zero-stage
-        zero = int(a["zero_stage"])  # type: ignore[arg-type]
+    stage = a.get("zero_stage")
+    if isinstance(stage, int) and a.get("deepspeed") is True:  # Megatron-DeepSpeed's --zero-stage
+        zero = stage
     heads = positive_int(a.get("num_attention_heads"))
     experts = positive_int(a.get("num_experts"))
     tp = positive_int(a.get("tensor_model_parallel_size"))

@@ -18,7 +18,7 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal, TypeGuard, get_args
 
 from search import SpecError
 from search._model_spec import Activation, Attention, PositionEmbedding
@@ -26,6 +26,11 @@ from search._parallel_spec import Offload, Recompute
 
 Format = Literal["megatron", "megatron-deepspeed", "deepspeed", "torchtitan"]
 FORMATS: tuple[Format, ...] = get_args(Format)
+
+
+def is_format(name: str) -> TypeGuard[Format]:
+    """``name`` is one of :data:`FORMATS`."""
+    return name in FORMATS
 
 MIB = 1024**2
 GIB = 1024**3

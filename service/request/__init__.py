@@ -3,9 +3,9 @@ stores (``ModelIn``, ``ClusterIn``, ``SearchIn``, ...), and their conversion to 
 problem a :class:`search.SpecError` naming the request's field). Shared by the API, the worker and
 the CLI, so none of them imports the others' internals."""
 
+from search._cluster_spec import BOUNDS as HARDWARE_BOUNDS  # the specs' physical ranges, as the schema states them
 from service.request._run_in import Id, RunIn
 from service.request._schemas import (
-    HARDWARE_BOUNDS,
     ClusterIn,
     ConfigIn,
     FabricIn,

@@ -15,7 +15,6 @@ from service.store._calibrations import (
 )
 from service.store._db import (
     DATA_DIR_ENV,
-    URL_ENV,
     Database,
     check_url,
     data_dir,
@@ -80,7 +79,7 @@ from service.store._tables import (
     utc_now,
 )
 from service.store._tokens import add_token, get_token, list_tokens, revoke_stored_token, use_token
-from service.store._translate import damaged, safe_url
+from service.store._translate import URL_ENV, damaged, safe_url
 
 __all__ = [
     "DATA_DIR_ENV",

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Update, func, select, update
 
 from service.store._db import Database
 from service.store._tables import Search, SearchConfig, utc_now
+from service.store._update import update_rows
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
 ACTIVE = ("queued", "running")
@@ -59,16 +60,20 @@ def claim(db: Database, worker_id: str, lease_s: float = DEFAULT_LEASE_S) -> Cla
                 return None
             token = secrets.token_hex(16)
             now = utc_now()
-            res = s.execute(
-                update(Search).where(Search.id == search_id, claimable)
-                .values(status="running", claim_token=token, worker_id=worker_id, heartbeat_at=now,
-                        started_at=func.coalesce(Search.started_at, now), attempts=Search.attempts + 1)
-                .execution_options(synchronize_session=False))
-            if res.rowcount != 1:  # type: ignore[attr-defined]
+            claimed = update(Search).where(Search.id == search_id, claimable).values(
+                status="running", claim_token=token, worker_id=worker_id, heartbeat_at=now,
+                started_at=func.coalesce(Search.started_at, now), attempts=Search.attempts + 1)
+            if update_rows(s, claimed) != 1:
                 continue
             row = s.execute(select(Search.request, Search.attempts).where(Search.id == search_id)).one()
             return Claim(search_id, token, dict(row.request), int(row.attempts))
     return None
+
+
+def _held(c: Claim) -> Update:
+    """An UPDATE of the claimed search that changes nothing once the claim is lost or the search is
+    no longer running (cancelled, or claimed again after the lease ran out)."""
+    return update(Search).where(Search.id == c.search_id, Search.claim_token == c.token, Search.status == "running")
 
 
 def heartbeat(db: Database, c: Claim, progress: float | None = None) -> bool:
@@ -77,10 +82,7 @@ def heartbeat(db: Database, c: Claim, progress: float | None = None) -> bool:
     if progress is not None:
         values["progress"] = min(1.0, max(0.0, float(progress)))
     with db.session() as s:
-        res = s.execute(update(Search).where(Search.id == c.search_id, Search.claim_token == c.token,
-                                             Search.status == "running").values(**values)
-                        .execution_options(synchronize_session=False))
-        return res.rowcount == 1  # type: ignore[attr-defined]
+        return update_rows(s, _held(c).values(**values)) == 1
 
 
 def finish(db: Database, c: Claim, summary: dict[str, Any], ranked: list[dict[str, Any]]) -> bool:
@@ -89,11 +91,8 @@ def finish(db: Database, c: Claim, summary: dict[str, Any], ranked: list[dict[st
     ``ranked``: dicts with rank, framework, config, prediction, score, explanation.
     """
     with db.session() as s:
-        res = s.execute(update(Search).where(Search.id == c.search_id, Search.claim_token == c.token,
-                                             Search.status == "running")
-                        .values(status="done", progress=1.0, finished_at=utc_now(), error=None, **summary)
-                        .execution_options(synchronize_session=False))
-        if res.rowcount != 1:  # type: ignore[attr-defined]
+        done = _held(c).values(status="done", progress=1.0, finished_at=utc_now(), error=None, **summary)
+        if update_rows(s, done) != 1:
             s.rollback()
             return False
         s.add_all(SearchConfig(search_id=c.search_id, **row) for row in ranked)
@@ -103,23 +102,16 @@ def finish(db: Database, c: Claim, summary: dict[str, Any], ranked: list[dict[st
 def fail(db: Database, c: Claim, error: str) -> bool:
     """Mark the search failed with ``error``, only under the claim."""
     with db.session() as s:
-        res = s.execute(update(Search).where(Search.id == c.search_id, Search.claim_token == c.token,
-                                             Search.status == "running")
-                        .values(status="failed", finished_at=utc_now(), error=error[:4000])
-                        .execution_options(synchronize_session=False))
-        return res.rowcount == 1  # type: ignore[attr-defined]
+        return update_rows(s, _held(c).values(status="failed", finished_at=utc_now(), error=error[:4000])) == 1
 
 
 def release(db: Database, c: Claim) -> bool:
     """Put a running search back in the queue for another worker (this one is stopping). The claim is
     handed back unused, so it does not count as an attempt."""
     with db.session() as s:
-        res = s.execute(update(Search).where(Search.id == c.search_id, Search.claim_token == c.token,
-                                             Search.status == "running")
-                        .values(status="queued", claim_token=None, worker_id=None, heartbeat_at=None, progress=0.0,
-                                attempts=Search.attempts - 1)
-                        .execution_options(synchronize_session=False))
-        return res.rowcount == 1  # type: ignore[attr-defined]
+        back = _held(c).values(status="queued", claim_token=None, worker_id=None, heartbeat_at=None, progress=0.0,
+                               attempts=Search.attempts - 1)
+        return update_rows(s, back) == 1
 
 
 def cancel(db: Database, search_id: str) -> str | None:

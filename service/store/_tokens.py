@@ -9,6 +9,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from service.store._tables import ApiToken, utc_now
+from service.store._update import update_rows
 
 
 def add_token(s: Session, *, row: ApiToken) -> ApiToken:
@@ -35,6 +36,6 @@ def list_tokens(s: Session) -> Sequence[ApiToken]:
 
 def revoke_stored_token(s: Session, *, token_id: str) -> bool:
     """Revoke the token; False when there is none or it was revoked already."""
-    res = s.execute(update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))
-                    .values(revoked_at=utc_now()).execution_options(synchronize_session=False))
-    return res.rowcount == 1  # type: ignore[attr-defined]
+    revoked = (update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None))
+               .values(revoked_at=utc_now()))
+    return update_rows(s, revoked) == 1
