@@ -25,7 +25,7 @@ from service.api import Settings
 from service.store import Database, Search, SearchConfig, utc_now
 from service.store._jobs import claim, finish
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 BODY: dict[str, Any] = {"model": {"preset": "llama2-7b"}, "cluster": {"preset": "dgx-a100-80gb", "nodes": 1},
                         "training": {"global_batch": 64}, "top": 5}
 SAMPLED = {**BODY, "budget": {"n_trials": 5000, "timeout_s": 6}}

@@ -1,6 +1,6 @@
-"""Fixtures for the REST service: a fresh database per test on SQLite and on the local
-PostgreSQL (a throwaway database created on the server and dropped after), an in-process
-client, and tokens.
+"""Fixtures for the service's tests (the store's, the worker's and the API's): a fresh database per
+test on SQLite and on the local PostgreSQL (a throwaway database created on the server and dropped
+after), an in-process client of the API, and tokens.
 
 PostgreSQL databases come from tests/conftest.py (``pg_url``, ``module_pg_url``).
 """
