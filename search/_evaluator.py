@@ -6,7 +6,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, cast
+from typing import Any, NamedTuple, cast, overload
 
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
@@ -14,7 +14,7 @@ from search._error_band import error_band, within_band
 from search._errors import SpecError
 from search._memory_plan import GpuPeak, MemoryPlan, host_breakdown
 from search._model_spec import ModelSpec
-from search._parallel_spec import ParallelConfig, Precision, TrainingSpec
+from search._parallel_spec import Framework, ParallelConfig, Placement, Precision, Recompute, TrainingSpec
 from search._predict import predict, predict_memory, stage_bound_terms
 from search._prediction import Prediction
 from search._search_result import RankedConfig
@@ -37,6 +37,42 @@ def _twin_key(framework: str, c: ParallelConfig, *, offload_optimizer: str | Non
 
 def _with_offload_share(config: ParallelConfig, share: float) -> ParallelConfig:
     return replace(config, optimizer_offload_fraction=round(share, 2))
+
+
+class FitRow(NamedTuple):
+    """A candidate that fits, as the scan found it: built into a :class:`Candidate` only when a
+    sweep times it (a search holds 10^4-10^5 of these and times 10^3)."""
+
+    block: Block
+    micro_batch: int
+    runtime: Framework
+    placement: Placement
+    tiles: int
+    peak_bytes: float
+
+    def candidate(self) -> Candidate:
+        return Candidate(self.runtime, self.block.config(self.micro_batch, self.placement, self.tiles))
+
+
+class FitList(Sequence[Candidate]):
+    """The fitting candidates in the space's order, each built on access (:class:`FitRow`)."""
+
+    def __init__(self, rows: list[FitRow]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Candidate: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Candidate]: ...
+
+    def __getitem__(self, index: int | slice) -> Candidate | list[Candidate]:
+        if isinstance(index, slice):
+            return [row.candidate() for row in self.rows[index]]
+        return self.rows[index].candidate()
 
 
 def describe(framework: str, c: ParallelConfig) -> str:
@@ -99,8 +135,8 @@ class Evaluator:
         self._bound_cache: dict[tuple[Any, ...], tuple[float, float]] = {}
         self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
         self.fitting: dict[Candidate, float] = {}
-        """After :meth:`scan_memory`: every candidate that fits, with its peak GPU bytes (its full
-        memory plan is built again when it is timed: most are never timed)."""
+        """Refinements :meth:`derive_partials` found to fit, with their peak GPU bytes (the scan's
+        own fitting candidates are the :class:`FitList` it returns)."""
         self._threshold = 0.0
         self._peaks: dict[tuple[Any, ...], float] = {}
         """Peak bytes of every configuration :meth:`scan_memory` planned (for :meth:`_derive`'s estimates)."""
@@ -117,15 +153,17 @@ class Evaluator:
         """GPU, host and NVMe fit, with :attr:`min_headroom_bytes` of GPU memory to spare."""
         return plan.feasible and plan.peak_bytes <= plan.gpu_capacity_bytes - self.min_headroom_bytes
 
-    def _remember_miss(self, cand: Candidate, plan: MemoryPlan | None, order: int, peak_bytes: float = 0.0,
-                       host: bool = False) -> None:
-        """Keep the three closest misses. ``plan`` None: the scan computed ``peak_bytes`` alone; the
-        plan is built when the miss may be kept (and first, when ``host``, to rank by host bytes too)."""
+    def _remember_miss(self, miss: Candidate | FitRow, order: int, host: bool = False,
+                       plan: MemoryPlan | None = None) -> None:
+        """Keep the three closest misses: a timed candidate with its ``plan``, or a scanned
+        :class:`FitRow` whose peak alone is known (its plan is built when it may be kept, and first,
+        when ``host``, to rank it by host bytes too)."""
         node = self.cluster.node
         # Closest first: by how far GPU memory is exceeded, then host memory and NVMe.
-        gpu = (plan.peak_bytes if plan is not None else peak_bytes) / self.cluster.gpu.memory_bytes
+        gpu = (plan.peak_bytes if plan is not None else cast(FitRow, miss).peak_bytes) / self.cluster.gpu.memory_bytes
         if len(self.closest) == 3 and -gpu < self.closest[0][0][0]:
             return  # further over on the GPU than all three kept
+        cand = miss.candidate() if isinstance(miss, FitRow) else miss
         if plan is None and host:
             plan = self.memory(cand)
         if plan is None:
@@ -142,15 +180,15 @@ class Evaluator:
         else:
             heapq.heappushpop(self.closest, item)
 
-    def scan_memory(self, blocks: Sequence[Block]) -> list[Candidate]:
+    def scan_memory(self, blocks: Sequence[Block]) -> FitList:
         """Check every candidate's memory (:attr:`search._space.Space.blocks`, in the space's
         order): the exact count of configurations that fit, the closest misses, and the fitting ones
-        (returned, in order) for the time sweeps."""
-        fitting = []
+        (returned, in order, built on access) for the time sweeps."""
+        fitting: list[FitRow] = []
         # Peak memory never falls as the micro-batch grows (activations per micro-batch scale with it,
         # micro-batches in flight at most inversely: stored = per-layer x min(mb (pp - r), batch/dp)),
         # so once a configuration does not fit, the same one with a larger micro-batch does not either
-        # (and is never built).
+        # (and is never looked at).
         failed_from: dict[tuple[Any, ...], int] = {}
         fits_at: set[tuple[Any, ...]] = set()  # the keys (+ micro-batch) of the configurations that fit
         gpu_peak, batch = self._gpu_peak, self.trainings["megatron"].global_batch
@@ -163,13 +201,15 @@ class Evaluator:
             # What :meth:`_partial_kinds` can find in this block (it is not asked otherwise).
             refine_fit, refine_miss = rc == "full" or opt == "cpu", pp == 1 and rc == "none"
             # Model states per (runtime, tiles) and activations per micro-batch: shared by the block's
-            # candidates (the GPU's peak alone, :class:`search._memory_plan.GpuPeak`; full plans are
-            # built for what is timed and for the closest misses).
+            # candidates (the GPU's peak alone, :class:`search._memory_plan.GpuPeak`; configurations
+            # are built where a cache misses, full plans for what is timed and the closest misses).
             states_of: dict[tuple[str, int], tuple[float, ...]] = {}
             host_fits: bool | None = None
             for mb, variants in entries:
+                m = batch // (dp * mb)
                 shared: ParallelConfig | None = None
-                acts: tuple[float, ...] | None = None
+                acts = gpu_peak.known_activations((pp, vp, layout, tp, cp, sp, rc, mb, etp, m, None, 0,
+                                                   param != "none"))
                 if param != "none":
                     host_fits = None  # host-held activation checkpoints grow with the micro-batch
                 for runtime, placement, tiles in variants:
@@ -178,43 +218,39 @@ class Evaluator:
                     key = (runtime, dp, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, layout, ep, etp, tiles)
                     if mb >= failed_from.get(key, mb + 1):
                         continue
-                    if placement == DEFAULT_PLACEMENT and tiles == 1:
-                        if shared is None:
-                            shared = block.config(mb)
-                        c = shared
-                    else:
-                        c = block.config(mb, placement, tiles)
-                    cand = Candidate(runtime, c)
                     if acts is None:
-                        acts = gpu_peak.activations(c, batch // (dp * mb))
+                        shared = shared or block.config(mb)
+                        acts = gpu_peak.activations(shared, m)
                     states = states_of.get((runtime, tiles))
                     if states is None:
-                        states = states_of[(runtime, tiles)] = gpu_peak.states(c, runtime)
+                        shared = shared or block.config(mb)
+                        states = states_of[(runtime, tiles)] = gpu_peak.states(
+                            shared if tiles == 1 else block.config(mb, placement, tiles), runtime)
                     peak = gpu_peak.peak(states, acts, runtime, zero)
                     fit = peak <= cap
                     if host and fit:
                         # The host side depends on the configuration, not the runtime, and without
                         # parameter offload not on the micro-batch either (search._memory_plan.host_breakdown).
                         if host_fits is None:
-                            cpu, nvme, _ = host_breakdown(self.model, self.cluster, c, batch // (dp * mb),
-                                                          self.host_safety_factor)
+                            shared = shared or block.config(mb)
+                            cpu, nvme, _ = host_breakdown(self.model, self.cluster, shared, m, self.host_safety_factor)
                             host_fits = sum(cpu.values()) <= node.cpu_memory_bytes and nvme <= node.nvme_bytes
                         fit = host_fits
                     if fit:
-                        self.fitting[cand] = peak
-                        fitting.append(cand)
+                        fitting.append(FitRow(block, mb, runtime, placement, tiles, peak))
                         fits_at.add((*key, mb))
                     else:
                         self._peaks[(*key, mb)] = peak  # a twin a refinement starts from
                         failed_from[key] = min(mb, failed_from.get(key, mb))
-                        self._remember_miss(cand, None, order, peak, host)
+                        self._remember_miss(FitRow(block, mb, runtime, placement, tiles, peak), order, host)
                     if refine_fit if fit else (refine_miss and runtime == "megatron"):
-                        kinds = self._partial_kinds(cand, fit, fits_at, (*key, mb))
+                        kinds = self._partial_kinds((*key, mb), fit, fits_at)
                         if kinds:
+                            cand = FitRow(block, mb, runtime, placement, tiles, peak).candidate()
                             self.partial_sources.append((cand, peak, kinds))
         self.n_feasible = len(fitting)
         self.scanned = True
-        return fitting
+        return FitList(fitting)
 
     def _fitting(self, cand: Candidate, config: ParallelConfig) -> tuple[Candidate, MemoryPlan] | None:
         part = Candidate(cand.framework, config)
@@ -243,32 +279,28 @@ class Evaluator:
                 return found
         return None
 
-    def _partial_kinds(self, cand: Candidate, fit: bool, fits_at: set[tuple[Any, ...]],
-                       key: tuple[Any, ...] | None = None) -> tuple[str, ...]:
-        """Which fine-grained memory policies (issue 18) may improve one enumerated configuration,
-        by cheap checks only: block recomputation where full recomputation fits and neither no nor
-        selective recomputation does (Megatron ``--recompute-method block``); a partial optimizer
-        offload where a whole one fits and none does not (``--optimizer-offload-fraction``, DeepSpeed
-        ZeRO-3 ``ratio``); activation offload where nothing is recomputed, pp = 1 and it does not fit
-        (``--cpu-offloading-num-layers``). ``key``: the configuration's :func:`_twin_key`, where
-        the caller has it (its twins are then built by slicing)."""
-        c, fw = cand.config, cand.framework
-        k = key if key is not None else _twin_key(fw, c)
-        if fit and c.recompute != "full" and c.offload_optimizer != "cpu":
+    def _partial_kinds(self, key: tuple[Any, ...], fit: bool, fits_at: set[tuple[Any, ...]]) -> tuple[str, ...]:
+        """Which fine-grained memory policies (issue 18) may improve one enumerated configuration
+        (its :func:`_twin_key`; enumerated ones use none of these policies), by cheap checks only:
+        block recomputation where full recomputation fits and neither no nor selective
+        recomputation does (Megatron ``--recompute-method block``); a partial optimizer offload
+        where a whole one fits and none does not (``--optimizer-offload-fraction``, DeepSpeed ZeRO-3
+        ``ratio``); activation offload where nothing is recomputed, pp = 1 and it does not fit
+        (``--cpu-offloading-num-layers``)."""
+        fw, pp, zero, opt, param, rc = key[0], key[3], key[7], key[8], key[9], key[10]
+        if fit and rc != "full" and opt != "cpu":
             return ()  # most configurations: nothing to refine
-        if not fit and (fw != "megatron" or c.pp > 1 or c.recompute != "none"):
+        if not fit and (fw != "megatron" or pp > 1 or rc != "none"):
             return ()
         kinds = []
-        if (fit and c.recompute == "full" and c.recompute_layers is None and fw == "megatron"
-                and c.offload_param == "none"
-                and (*k[:10], "none", *k[11:]) not in fits_at and (*k[:10], "selective", *k[11:]) not in fits_at):
+        if (fit and rc == "full" and fw == "megatron" and param == "none"
+                and (*key[:10], "none", *key[11:]) not in fits_at
+                and (*key[:10], "selective", *key[11:]) not in fits_at):
             kinds.append("recompute_layers")
-        if (fit and c.offload_optimizer == "cpu" and c.optimizer_offload_fraction == 1.0
-                and (fw == "megatron" or (fw == "deepspeed" and c.zero_stage == 3))
-                and (*k[:8], "none", *k[9:]) not in fits_at):
+        if (fit and opt == "cpu" and (fw == "megatron" or (fw == "deepspeed" and zero == 3))
+                and (*key[:8], "none", *key[9:]) not in fits_at):
             kinds.append("optimizer_offload_fraction")
-        if (not fit and fw == "megatron" and c.pp == 1 and c.recompute == "none"
-                and c.activation_offload_layers == 0 and self.model.layers > 1):
+        if not fit and fw == "megatron" and pp == 1 and rc == "none" and self.model.layers > 1:
             kinds.append("activation_offload_layers")
         return tuple(kinds)
 
@@ -342,23 +374,34 @@ class Evaluator:
         the layer shape and the layout, cached here by them. ``recompute_layers`` (other than -1)
         stands in for the configuration's own (a refinement's best case)."""
         c = cand.config
-        if recompute_layers == -1:
-            recompute_layers = c.recompute_layers
+        return self._bound(cand.framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.micro_batch, c.recompute,
+                           c.tp_comm_overlap, c.stage_layers, c.ep, c.etp,
+                           c.recompute_layers if recompute_layers == -1 else recompute_layers)
+
+    def row_bounds(self, rows: FitList) -> list[float]:
+        """:meth:`upper_bound_tokens_per_s` of each scanned fitting candidate, without building it."""
+        bound = self._bound
+        return [bound(r.runtime, b.dp, b.tp, b.pp, b.vp, b.cp, b.sp, r.micro_batch, b.recompute, b.tp_comm_overlap,
+                      b.stage_layers, b.ep, b.etp, None) for r in rows.rows for b in (r.block,)]
+
+    def _bound(self, framework: Framework, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int,
+               recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int, etp: int,
+               recompute_layers: int | None) -> float:
         # The runtime is part of the key: its kernels (attention) and per-micro-batch costs differ.
-        key = (c.tp, c.cp, c.sp, c.pp, c.micro_batch, c.recompute, c.tp_comm_overlap,
-               cand.framework, c.stage_layers, c.ep, c.etp, recompute_layers)
+        key = (tp, cp, sp, pp, micro_batch, recompute, tp_comm_overlap, framework, stage_layers, ep, etp,
+               recompute_layers)
         terms = self._bound_cache.get(key)
         if terms is None:
             # dp, ZeRO, offloads and vp do not enter the per-micro-batch terms (the expert degrees do).
-            one = ParallelConfig.trusted(1, c.tp, c.pp, 1, c.cp, c.sp, c.micro_batch, 0, "none", "none", c.recompute,
-                                         tp_comm_overlap=c.tp_comm_overlap, stage_layers=c.stage_layers, ep=c.ep,
-                                         etp=c.etp, recompute_layers=recompute_layers)
-            training = replace(self.trainings[cand.framework], global_batch=c.micro_batch)
+            one = ParallelConfig.trusted(1, tp, pp, 1, cp, sp, micro_batch, 0, "none", "none", recompute,
+                                         tp_comm_overlap=tp_comm_overlap, stage_layers=stage_layers, ep=ep,
+                                         etp=etp, recompute_layers=recompute_layers)
+            training = replace(self.trainings[framework], global_batch=micro_batch)
             terms = stage_bound_terms(self.model, self.cluster, one, training, self.cal)
             self._bound_cache[key] = terms
         slowest_s, others_s = terms
-        micro_batches = self.tokens_per_step // (self.model.seq_len * c.dp * c.micro_batch)
-        return self.tokens_per_step / (micro_batches * slowest_s + others_s / c.vp)
+        micro_batches = self.tokens_per_step // (self.model.seq_len * dp * micro_batch)
+        return self.tokens_per_step / (micro_batches * slowest_s + others_s / vp)
 
     def __call__(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         """Evaluate once; a repeat (a sampler proposing it again) returns the first answer uncounted."""
@@ -373,7 +416,7 @@ class Evaluator:
         plan = self.memory(cand)
         if not self.fits(plan):
             if not self.scanned:
-                self._remember_miss(cand, plan, self.n_evaluated)
+                self._remember_miss(cand, self.n_evaluated, plan=plan)
             return None, plan
         if not self.scanned:
             self.n_feasible += 1
@@ -420,16 +463,16 @@ def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective:
         progress(total, total)
 
 
-def pareto_sweep(fitting: Sequence[Candidate], ev: Evaluator, bounds: Sequence[float]) -> None:
+def pareto_sweep(fitting: FitList, ev: Evaluator, bounds: Sequence[float]) -> None:
     """Time every configuration that may be on the Pareto front of tokens/s vs memory headroom,
     after :meth:`Evaluator.scan_memory`: by headroom, most first, a configuration whose throughput
     bound does not exceed the best throughput already timed at as much headroom or more is
     dominated and skipped. The front of the timed configurations is then the front of the space.
     ``bounds``: each one's :meth:`Evaluator.upper_bound_tokens_per_s`."""
-    peaks, capacity = ev.fitting, ev.cluster.gpu.memory_bytes
+    rows, capacity = fitting.rows, ev.cluster.gpu.memory_bytes
     best = 0.0
     # Most headroom first; ties in the scan's order (sorted is stable, reversed too).
-    for i in sorted(range(len(fitting)), key=lambda i: capacity - peaks[fitting[i]], reverse=True):
+    for i in sorted(range(len(rows)), key=lambda i: capacity - rows[i].peak_bytes, reverse=True):
         if bounds[i] <= best:
             continue
         pred, _plan = ev(fitting[i])
@@ -456,9 +499,9 @@ def pareto_refine(derived: Sequence[Candidate], ev: Evaluator) -> None:
             best = max(best, pred.tokens_per_s)
 
 
-def sweep_band(candidates: Sequence[Candidate], cluster: ClusterSpec, moe: bool = False) -> float:
-    """The widest error band of the runtimes among ``candidates`` on this GPU (for :func:`sweep`)."""
-    return max((error_band(fw, cluster.gpu.name, moe) for fw in {c.framework for c in candidates}), default=0.0)
+def sweep_band(runtimes: set[Framework], cluster: ClusterSpec, moe: bool = False) -> float:
+    """The widest error band of ``runtimes`` on this GPU (for :func:`sweep`)."""
+    return max((error_band(fw, cluster.gpu.name, moe) for fw in runtimes), default=0.0)
 
 
 def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int, int]:

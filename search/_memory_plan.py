@@ -250,11 +250,21 @@ class GpuPeak:
         return self.peak(self.states(config, framework), self.activations(config, num_micro_batches), framework,
                          config.zero_stage)
 
+    def known_activations(self, key: tuple[object, ...]) -> tuple[float, ...] | None:
+        """:meth:`activations` already computed under ``key`` (:meth:`activation_key`), else None."""
+        return self._activations.get(key)
+
+    @staticmethod
+    def activation_key(config: ParallelConfig, num_micro_batches: int) -> tuple[object, ...]:
+        """What the activations depend on (the scan writes the same tuple from a block's fields)."""
+        c = config
+        return (c.pp, c.vp, c.stage_layers, c.tp, c.cp, c.sp, c.recompute, c.micro_batch, c.etp, num_micro_batches,
+                c.recompute_layers, c.activation_offload_layers, c.offload_param != "none")
+
     def activations(self, config: ParallelConfig, num_micro_batches: int) -> tuple[float, ...]:
         """Activation bytes of each checked rank (:func:`_checked_ranks`), fragmentation included."""
         c = config
-        akey = (c.pp, c.vp, c.stage_layers, c.tp, c.cp, c.sp, c.recompute, c.micro_batch, c.etp, num_micro_batches,
-                c.recompute_layers, c.activation_offload_layers, c.offload_param != "none")
+        akey = self.activation_key(c, num_micro_batches)
         acts = self._activations.get(akey)
         if acts is None:
             frag = self.cal.memory_fragmentation

@@ -105,9 +105,9 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         # Memory of every configuration (the exact feasible count), then the Pareto front and the
         # top k (with everything in the best one's error band) by branch and bound over those that fit.
         fitting = ev.scan_memory(space.blocks)
-        bounds = [ev.upper_bound_tokens_per_s(c) for c in fitting]
+        bounds = ev.row_bounds(fitting)
         pareto_sweep(fitting, ev, bounds)
-        band = sweep_band(fitting, cluster, model.moe is not None)
+        band = sweep_band({row.runtime for row in fitting.rows}, cluster, model.moe is not None)
         sweep(fitting, ev, top_k, "throughput", progress, band=band, bounds=bounds)
         # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
         derived = ev.derive_partials(ev.threshold_tokens_per_s(band))
@@ -125,7 +125,9 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
                                    "evaluated": ev.n_evaluated, "exhaustive": exhaustive})
     hints = (why_no_valid(model, cluster.world_size, global_batch, framework, allow_untested) if not space.n_valid
              else _hints(ev, model, cluster, global_batch, precision, framework, cal, top_k, allow_tiling))
-    knobs = fine_grained_knobs([cand.config for cand in ev.fitting] or [cand.config for cand, _, _ in ev.feasible])
+    # An enumerated configuration that fits uses none of the fine-grained knobs (the scan's count).
+    knobs = (None if ev.scanned and ev.n_feasible else
+             fine_grained_knobs([cand.config for cand in ev.fitting] or [cand.config for cand, _, _ in ev.feasible]))
     if top and knobs is not None:
         hints = (f"only fine-grained memory policies fit: {knobs} (no configuration with all-or-nothing offload "
                  "and recomputation does)", *hints)
