@@ -1,4 +1,6 @@
-"""Evaluating configurations for a search: memory first, then time, exact top-k by branch and bound."""
+"""Evaluating configurations for a search: the memory scan of every candidate, the fine-grained
+memory policies it may derive (issue 18), throughput bounds, and timing (the sweeps that use them:
+:mod:`search._sweeps`; the ranking of what was timed: :mod:`search._ranking`)."""
 
 from __future__ import annotations
 
@@ -10,15 +12,13 @@ from typing import Any, NamedTuple, cast, overload
 
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
-from search._error_band import error_band, within_band
-from search._errors import SpecError
 from search._memory_plan import GpuPeak, MemoryPlan, host_breakdown
 from search._model_spec import ModelSpec
 from search._parallel_spec import Framework, ParallelConfig, Placement, Precision, Recompute, TrainingSpec
 from search._predict import predict, predict_memory, stage_bound_terms
 from search._prediction import Prediction
-from search._search_result import RankedConfig
-from search._space import DEFAULT_PLACEMENT, Block, Candidate
+from search._ranking import objective_score
+from search._space import Block, Candidate
 from search._support import support_status
 
 ProgressFn = Callable[[int, int], None]
@@ -73,44 +73,6 @@ class FitList(Sequence[Candidate]):
         if isinstance(index, slice):
             return [row.candidate() for row in self.rows[index]]
         return self.rows[index].candidate()
-
-
-def describe(framework: str, c: ParallelConfig) -> str:
-    """A compact one-line label of a configuration."""
-    share = f"x{c.optimizer_offload_fraction:g}" if c.optimizer_offload_fraction < 1 else ""
-    offload = "" if c.offload_optimizer == c.offload_param == "none" else (
-        f" offload(opt={c.offload_optimizer}{share},param={c.offload_param})")
-    recompute = c.recompute + (f"({c.recompute_layers} layers/stage)" if c.recompute_layers is not None else "")
-    return (f"{framework} dp={c.dp} tp={c.tp} pp={c.pp}" + (f" vp={c.vp}" if c.vp > 1 else "")
-            + (f" layers={'/'.join(map(str, c.stage_layers))}" if c.stage_layers is not None else "")
-            + (f" cp={c.cp}" if c.cp > 1 else "") + (" sp" if c.sp else "")
-            + (f" ep={c.ep}" if c.ep > 1 else "") + (f" etp={c.etp}" if c.etp > 1 else "")
-            + (" tp-overlap" if c.tp_comm_overlap else "")
-            + (f" order={c.placement}" if c.placement != "tp-cp-ep-dp-pp" else "")
-            + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={recompute}"
-            + (f" act-offload={c.activation_offload_layers}" if c.activation_offload_layers else "")
-            + (f" tiles={c.tiles}" if c.tiles > 1 else ""))
-
-
-def objective_score(prediction: Prediction, objective: str, world_size: int, price_per_gpu_hour: float | None) -> float:
-    """The value a configuration is ranked by: tokens/s (higher is better), or for ``cost`` the
-    dollars per million tokens (lower is better)."""
-    if objective == "cost":
-        if price_per_gpu_hour is None:
-            raise SpecError("price_per_gpu_hour", "the cost objective needs a price", "give $ per GPU-hour")
-        return price_per_gpu_hour * world_size / 3600.0 / prediction.tokens_per_s * 1e6
-    return prediction.tokens_per_s
-
-
-def pareto_front(items: Sequence[tuple[float, float, int]]) -> list[int]:
-    """Indices of the (tokens/s, headroom) points no other point beats on both (both maximised)."""
-    front: list[int] = []
-    best_headroom = float("-inf")
-    for _tps, headroom, index in sorted(items, key=lambda x: (-x[0], -x[1])):
-        if headroom > best_headroom:
-            front.append(index)
-            best_headroom = headroom
-    return front
 
 
 class Evaluator:
@@ -423,208 +385,3 @@ class Evaluator:
         pred = predict(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal, memory=plan)
         self.feasible.append((cand, pred, objective_score(pred, self.objective, self.cluster.world_size, self.price)))
         return pred, plan
-
-
-def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective: str,
-           progress: ProgressFn | None, max_visits: int | None = None, band: float = 0.0,
-           known_tokens_per_s: Sequence[float] = (), bounds: Sequence[float] | None = None) -> None:
-    """Exact top-k by branch and bound: visit configurations by their optimistic throughput
-    (:meth:`Evaluator.upper_bound_tokens_per_s`), best first, and stop once that bound falls
-    to the k-th best throughput found (no configuration left can enter the top k). The Pareto
-    objective needs every feasible point, so it visits all. With ``max_visits`` it is an anytime
-    search (deterministic, unlike a deadline): it stops there with the best found so far. With
-    ``band`` it also visits every configuration that may lie within that relative error of the
-    best (those :func:`rank` marks equivalent), so the equivalence set is complete too.
-    ``known_tokens_per_s``: throughputs already timed (a second sweep over derived configurations);
-    ``bounds``: the candidates' :meth:`Evaluator.upper_bound_tokens_per_s`, where already computed."""
-    total = len(candidates)
-    if bounds is None:
-        bounds = [ev.upper_bound_tokens_per_s(c) for c in candidates]
-    order = sorted(zip(bounds, range(total), strict=True), reverse=True)
-    kth: list[float] = heapq.nlargest(top_k, known_tokens_per_s)  # min-heap of the k best tokens/s so far
-    heapq.heapify(kth)
-    best = max(known_tokens_per_s, default=0.0)
-    step = max(1, total // 100)
-    for visited, (bound, i) in enumerate(order, start=1):
-        if objective != "pareto" and len(kth) == top_k and bound <= kth[0] and bound < best * (1.0 - band):
-            break
-        if max_visits is not None and visited > max_visits:
-            break
-        pred, _plan = ev(candidates[i])
-        if pred is not None:
-            best = max(best, pred.tokens_per_s)
-            if len(kth) < top_k:
-                heapq.heappush(kth, pred.tokens_per_s)
-            elif pred.tokens_per_s > kth[0]:
-                heapq.heapreplace(kth, pred.tokens_per_s)
-        if progress is not None and visited % step == 0:
-            progress(visited, total)
-    if progress is not None:
-        progress(total, total)
-
-
-def pareto_sweep(fitting: FitList, ev: Evaluator, bounds: Sequence[float]) -> None:
-    """Time every configuration that may be on the Pareto front of tokens/s vs memory headroom,
-    after :meth:`Evaluator.scan_memory`: by headroom, most first, a configuration whose throughput
-    bound does not exceed the best throughput already timed at as much headroom or more is
-    dominated and skipped. The front of the timed configurations is then the front of the space.
-    ``bounds``: each one's :meth:`Evaluator.upper_bound_tokens_per_s`."""
-    rows, capacity = fitting.rows, ev.cluster.gpu.memory_bytes
-    best = 0.0
-    # Most headroom first; ties in the scan's order (sorted is stable, reversed too).
-    for i in sorted(range(len(rows)), key=lambda i: capacity - rows[i].peak_bytes, reverse=True):
-        if bounds[i] <= best:
-            continue
-        pred, _plan = ev(fitting[i])
-        if pred is not None:
-            best = max(best, pred.tokens_per_s)
-
-
-def pareto_refine(derived: Sequence[Candidate], ev: Evaluator) -> None:
-    """:func:`pareto_sweep` for refinements added after it (:meth:`Evaluator.derive_partials`): a
-    refinement is timed only if its throughput bound beats every configuration already timed with
-    as much headroom or more (those points are known), walking both by headroom, most first."""
-    known = sorted(((p.memory_headroom_bytes, p.tokens_per_s) for _, p, _ in ev.feasible), reverse=True)
-    at, best = 0, 0.0
-    capacity = ev.cluster.gpu.memory_bytes
-    for cand in sorted(derived, key=lambda c: capacity - ev.fitting[c], reverse=True):
-        headroom = capacity - ev.fitting[cand]
-        while at < len(known) and known[at][0] >= headroom:
-            best = max(best, known[at][1])
-            at += 1
-        if ev.upper_bound_tokens_per_s(cand) <= best:
-            continue
-        pred, _plan = ev(cand)
-        if pred is not None:
-            best = max(best, pred.tokens_per_s)
-
-
-def sweep_band(runtimes: set[Framework], cluster: ClusterSpec, moe: bool = False) -> float:
-    """The widest error band of ``runtimes`` on this GPU (for :func:`sweep`)."""
-    return max((error_band(fw, cluster.gpu.name, moe) for fw in runtimes), default=0.0)
-
-
-def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int, int]:
-    """How far a configuration is from the simplest, best-proven one that runs (issue 11's order:
-    supported over merely accepted, fewer parallel dimensions, the runtime's defaults).
-
-    (untested on its runtime; offloads to CPU or NVMe: their predictions rest on host-side
-    figures a measured profile should replace and on few published runs; parallel dimensions in
-    use beyond data parallelism: tp, pp, vp, cp, ep, etp; other departures from the runtime's defaults:
-    ZeRO-2/3, recomputation, TP overlap, memory-centric tiling, a non-default placement). Lower is
-    simpler; among configurations the model cannot tell apart, the simpler ranks first."""
-    untested = int(support_status(framework, c) == "untested")
-    offloads = (c.offload_optimizer != "none") + (c.offload_param != "none")
-    dims = sum((c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1, c.ep > 1, c.etp > 1))
-    departures = sum((c.zero_stage >= 2, c.recompute != "none", c.tp_comm_overlap, c.tiles > 1,
-                      c.placement != "tp-cp-ep-dp-pp", c.optimizer_offload_fraction < 1, c.recompute_layers is not None,
-                      c.activation_offload_layers > 0))
-    return untested, offloads, dims, departures
-
-
-def _simpler_because(a: tuple[str, ParallelConfig], b: tuple[str, ParallelConfig]) -> str:
-    ca, cb = complexity(*a), complexity(*b)
-    if ca[0] < cb[0]:
-        return "supported by its runtime, the faster one only accepted"
-    if ca[1] < cb[1]:
-        return f"{ca[1]} offload(s) to CPU/NVMe instead of {cb[1]} (less proven: host-side figures)"
-    if ca[2] < cb[2]:
-        return f"{ca[2]} parallel dimension(s) beyond data parallelism (tp, pp, vp, cp, ep, etp) instead of {cb[2]}"
-    return (f"{ca[3]} departure(s) from the runtime's defaults (ZeRO-2/3, recomputation, TP overlap, tiling, "
-            "placement) "
-            f"instead of {cb[3]}")
-
-
-def _once(ordered: list[tuple[Candidate, Prediction, float]]
-          ) -> tuple[list[tuple[Candidate, Prediction, float]], dict[int, list[str]]]:
-    """Drop the repeats of a configuration that another runtime runs with the very same prediction
-    (DeepSpeed and Megatron-DeepSpeed without model parallelism: one engine, one cost); the first
-    listed stays, with the other runtimes' names (by position) for its note. Placement twins with
-    the very same prediction (both orders give every group the same links) are one configuration
-    too: Megatron's default order stays."""
-    kept: list[tuple[Candidate, Prediction, float]] = []
-    first: dict[tuple[Any, ...], int] = {}
-    also: dict[int, list[str]] = {}
-    for item in ordered:
-        cand, pred, _score = item
-        config = cand.config if cand.config.placement == DEFAULT_PLACEMENT else replace(
-            cand.config, placement=DEFAULT_PLACEMENT)
-        key = (config, pred.iteration_time_s, pred.peak_memory_bytes_per_gpu)
-        if key in first:
-            at = first[key]
-            if kept[at][0].framework != cand.framework:
-                also.setdefault(at, []).append(cand.framework)
-            elif cand.config.placement == DEFAULT_PLACEMENT:
-                kept[at] = item
-            continue
-        first[key] = len(kept)
-        kept.append(item)
-    return kept, also
-
-
-def _score_text(score: float, objective: str) -> str:
-    return f"${score:.4g} per million tokens" if objective == "cost" else f"{score:,.0f} tokens/s"
-
-
-def fastest_at(ordered: Sequence[tuple[Candidate, Prediction, float]], sign: float, top_k: int) -> int:
-    """Position of the best score among the first ``top_k``."""
-    shown = ordered[:top_k]
-    return max(range(len(shown)), key=lambda i: sign * shown[i][2], default=0)
-
-
-def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig, ...], tuple[RankedConfig, ...]]:
-    """The top ``top_k`` by the objective and the Pareto front.
-
-    Configurations whose score is within the best one's error band (the model's measured error
-    for that runtime and GPU, :attr:`Prediction.error_band`) are equivalent: the data cannot order
-    them. They come first, the simplest (:func:`complexity`) first and by score within the same
-    simplicity, each marked ``equivalent_to_best`` and the first one saying why it leads. A
-    configuration two runtimes run with the very same prediction is listed once (:func:`_once`).
-    """
-    points = [(p.tokens_per_s, p.memory_headroom_bytes, i) for i, (_c, p, _s) in enumerate(ev.feasible)]
-    pareto = tuple(RankedConfig(i + 1, ev.feasible[j][0].framework, ev.feasible[j][0].config, ev.feasible[j][1],
-                                ev.feasible[j][2]) for i, j in enumerate(pareto_front(points)))
-    if objective == "pareto":  # the answer is the front itself, fastest first; --top does not cut it
-        return pareto, pareto
-    sign = -1.0 if objective == "cost" else 1.0
-    # Best score first; equal scores go to the one with more memory headroom (safer to launch).
-    ordered = sorted(ev.feasible, key=lambda x: (sign * x[2], x[1].memory_headroom_bytes), reverse=True)
-    lead_note = ""
-    equivalent_ids: set[int] = set()
-    band = ordered[0][1].error_band if ordered else 0.0
-    if ordered:
-        best_c, _best_p, best_s = ordered[0]
-        equivalent = [x for x in ordered if within_band(x[2], best_s, band)]
-        if len(equivalent) > 1:
-            equivalent_ids = {id(x) for x in equivalent}
-            equivalent.sort(key=lambda x: (complexity(x[0].framework, x[0].config), -sign * x[2]))
-            ordered = equivalent + ordered[len(equivalent):]
-            lead = ordered[0][0]
-            if lead != best_c:
-                why = _simpler_because((lead.framework, lead.config), (best_c.framework, best_c.config))
-                lead_note = (f"within the model's error (+-{band:.0%}) of the fastest, "
-                             f"{describe(best_c.framework, best_c.config)} ({_score_text(best_s, objective)}); "
-                             "ranked first as the "
-                             f"simpler: {why}")
-            else:
-                lead_note = (f"fastest of the simplest among {len(equivalent)} configurations within +-{band:.0%} "
-                             "of it")
-    ordered, also = _once(ordered)
-    fastest = max(range(len(ordered)), key=lambda i: sign * ordered[i][2], default=0)
-    if 1 < top_k <= fastest:  # the fastest is always listed: it takes the last place shown
-        ordered.insert(top_k - 1, ordered.pop(fastest))
-        also = {(top_k - 1 if i == fastest else i + (top_k - 1 <= i < fastest)): v for i, v in also.items()}
-    top = []
-    for i, item in enumerate(ordered[:top_k]):
-        c, p, s = item
-        equivalent_one = id(item) in equivalent_ids
-        notes = [lead_note if i == 0 else ""]
-        if equivalent_one and i > 0:
-            notes.append(f"within the model's error (+-{band:.0%}) of the best")
-        if i == top_k - 1 and i == fastest_at(ordered, sign, top_k) and i > 0:
-            notes.append("the fastest predicted, listed although simpler equivalents rank before it")
-        if also.get(i):
-            notes.append(f"the same configuration runs as {', '.join(also[i])} with the same prediction "
-                         "(listed once)")
-        top.append(RankedConfig(i + 1, c.framework, c.config, p, s, equivalent_one, "; ".join(n for n in notes if n)))
-    return tuple(top), pareto

@@ -19,24 +19,15 @@ from typing import Literal, cast, get_args
 from search._calibration import Calibration, default_calibration
 from search._cluster_spec import ClusterSpec
 from search._errors import SpecError
-from search._evaluator import (
-    Evaluator,
-    ProgressFn,
-    describe,
-    objective_score,
-    pareto_front,
-    pareto_refine,
-    pareto_sweep,
-    rank,
-    sweep,
-    sweep_band,
-)
+from search._evaluator import Evaluator, ProgressFn
 from search._model_spec import ModelSpec
 from search._parallel_spec import BLACKWELL_PRECISIONS, Framework, ParallelConfig, Precision, TrainingSpec
 from search._predict import check_host_safety_factor, predict_memory
+from search._ranking import describe, objective_score, pareto_front, rank
 from search._search_result import SearchResult
 from search._space import Candidate, FrameworkTarget, enumerate_space, why_no_valid
 from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared, tell_study
+from search._sweeps import pareto_refine, pareto_sweep, sweep, sweep_band
 
 Objective = Literal["throughput", "cost", "pareto"]
 OBJECTIVES: tuple[Objective, ...] = get_args(Objective)

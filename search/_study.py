@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from search._cluster_spec import ClusterSpec
 from search._errors import SpecError
-from search._evaluator import Evaluator, ProgressFn, describe, objective_score, rank, sweep
+from search._evaluator import Evaluator, ProgressFn
 from search._parallel_spec import Framework
 from search._predict import predict
 from search._prediction import Prediction
+from search._ranking import describe, objective_score, rank
 from search._space import Candidate
 from search._storage import open_storage
+from search._sweeps import sweep
 
 if TYPE_CHECKING:
     import optuna
