@@ -95,6 +95,7 @@ class Evaluator:
         self.n_evaluated = 0
         self.n_feasible = 0
         self._bound_cache: dict[tuple[Any, ...], tuple[float, float]] = {}
+        self._one_micro_batch: dict[tuple[str, int], TrainingSpec] = {}
         self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
         self.fitting: dict[Candidate, float] = {}
         """Refinements :meth:`derive_partials` found to fit, with their peak GPU bytes (the scan's
@@ -358,7 +359,10 @@ class Evaluator:
             one = ParallelConfig.trusted(1, tp, pp, 1, cp, sp, micro_batch, 0, "none", "none", recompute,
                                          tp_comm_overlap=tp_comm_overlap, stage_layers=stage_layers, ep=ep,
                                          etp=etp, recompute_layers=recompute_layers)
-            training = replace(self.trainings[framework], global_batch=micro_batch)
+            training = self._one_micro_batch.get((framework, micro_batch))
+            if training is None:  # a TrainingSpec validates itself on creation: one per runtime and size
+                training = replace(self.trainings[framework], global_batch=micro_batch)
+                self._one_micro_batch[(framework, micro_batch)] = training
             terms = stage_bound_terms(self.model, self.cluster, one, training, self.cal)
             self._bound_cache[key] = terms
         slowest_s, others_s = terms
