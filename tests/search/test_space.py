@@ -375,3 +375,20 @@ def test_bad_arguments_raise_naming_the_field(field: str, kwargs: dict[str, obje
 
 def test_frameworks_match_the_spec() -> None:
     assert (*FRAMEWORKS, "any") == FRAMEWORK_TARGETS
+
+
+@pytest.mark.parametrize(("model_name", "world", "batch"), [("llama3-70b", 1024, 2048), ("gpt3-175b", 8, 32)])
+def test_blocks_hold_the_candidates_in_order(model_name: str, world: int, batch: int) -> None:
+    """The blocks a memory scan walks hold exactly the space's candidates, in its order: blocks follow
+    the enumeration, micro-batches ascend inside a block, runtimes of one micro-batch are adjacent."""
+    space = space_of(model_name, world, batch, "any")
+    assert space.n_valid == len(space.candidates) == sum(len(v) for b in space.blocks for _mb, v in b.entries)
+    flat = [c for b in space.blocks for c in b.candidates()]
+    assert flat == list(space.candidates)
+    for block in space.blocks:
+        mbs = [mb for mb, _ in block.entries]
+        assert mbs == sorted(set(mbs))
+        for cand in block.candidates():
+            c = cand.config
+            assert (c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, c.recompute) == (
+                block.dp, block.tp, block.pp, block.vp, block.cp, block.sp, block.zero_stage, block.recompute)
