@@ -25,7 +25,6 @@ from search import (
     HardwareProfile,
     ModelSpec,
     ParallelConfig,
-    SpecError,
     TrainingSpec,
     apply_profile,
     cluster_preset,
@@ -53,17 +52,11 @@ from service._runs_cli import add_runs_parser
 from service._search_cli import add_search_parser
 from service._serve_cli import add_serve_parsers
 from service._spec_files import add_model_arguments, load_cluster, model_argument, spec_dict
+from service._version import autopar_version
 
 PROG = "autopar"
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("autopar")
-    except PackageNotFoundError:  # a source tree that was not installed
-        return "0+unknown"
 
 
 
@@ -71,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``autopar`` argument parser with its subcommands."""
     parser = argparse.ArgumentParser(prog=PROG, description="Predict and search parallel training configurations.",
                                      epilog=EXIT_CODES_HELP)
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument("--version", action="version", version=f"{PROG} {autopar_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("predict", help="predict one configuration's step time and memory",
@@ -152,6 +145,8 @@ def _layer_counts(text: str) -> tuple[int, ...]:
 
 def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig:
     """The :class:`ParallelConfig` of ``args``; dp = world / (tp*pp*cp) when ``--dp`` is omitted."""
+    from service.request import derived_dp  # the API's rule; pydantic loads only when a command needs it
+
     config = ParallelConfig(
         dp=1 if args.dp is None else args.dp, tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, sp=args.sp,
         micro_batch=args.micro_batch, zero_stage=args.zero_stage, offload_optimizer=args.offload_optimizer,
@@ -164,15 +159,9 @@ def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig
     experts = {"ep": args.ep, "etp": args.etp}
     if args.dp is not None:
         return dataclasses.replace(config, **experts)
-    mp = config.model_parallel_size
-    if world_size % mp:
-        raise SpecError(
-            "ParallelConfig.dp",
-            f"cannot derive dp: the cluster's {world_size} GPUs are not divisible by "
-            f"tp*pp*cp = {config.tp}*{config.pp}*{config.cp} = {mp}",
-            f"choose tp, pp and cp whose product divides {world_size}, or change --nodes",
-        )
-    return dataclasses.replace(config, dp=world_size // mp, **experts)
+    dp = derived_dp(world_size, tp=config.tp, pp=config.pp, cp=config.cp, field="ParallelConfig.dp",
+                    fix=f"choose tp, pp and cp whose product divides {world_size}, or change --nodes")
+    return dataclasses.replace(config, dp=dp, **experts)
 
 
 def describe(model: ModelSpec, cluster: ClusterSpec, c: ParallelConfig, t: TrainingSpec) -> str:

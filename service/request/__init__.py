@@ -22,7 +22,15 @@ from service.request._schemas import (
     TrainingIn,
 )
 from service.request._search_in import BudgetIn, SearchIn
-from service.request._specs import cluster_spec, fabric_spec, load_profile, model_shape, model_spec, parallel_config
+from service.request._specs import (
+    cluster_spec,
+    derived_dp,
+    fabric_spec,
+    load_profile,
+    model_shape,
+    model_spec,
+    parallel_config,
+)
 
 __all__ = [
     "HARDWARE_BOUNDS",
@@ -45,6 +53,7 @@ __all__ = [
     "SearchIn",
     "TrainingIn",
     "cluster_spec",
+    "derived_dp",
     "fabric_spec",
     "load_profile",
     "model_shape",

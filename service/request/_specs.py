@@ -91,12 +91,21 @@ def fabric_spec(f: FabricIn) -> Fabric:
         raise SpecError(f"cluster.fabric.{where}", err.problem, err.fix) from None
 
 
+def derived_dp(world_size: int, *, tp: int, pp: int, cp: int, field: str, fix: str) -> int:
+    """The data-parallel degree of a configuration that leaves it out: the GPUs over tp*pp*cp (the
+    expert degrees fold into tp*cp*dp); a SpecError naming ``field`` when the product does not divide
+    them. One rule for the API's requests and ``autopar predict``'s options."""
+    mp = tp * pp * cp
+    if world_size % mp:
+        raise SpecError(field, f"cannot derive dp: the cluster's {world_size} GPUs are not divisible by "
+                        f"tp*pp*cp = {tp}*{pp}*{cp} = {mp}", fix)
+    return world_size // mp
+
+
 def parallel_config(c: ConfigIn, world_size: int) -> ParallelConfig:
+    """The request's configuration, dp derived when it is left out."""
     data = c.model_dump()
     if data["dp"] is None:
-        mp = c.tp * c.pp * c.cp
-        if world_size % mp:
-            raise SpecError("config.dp", f"tp*pp*cp = {mp} does not divide the cluster's {world_size} GPUs",
-                            "choose degrees whose product divides the GPU count, or give dp")
-        data["dp"] = world_size // mp
+        data["dp"] = derived_dp(world_size, tp=c.tp, pp=c.pp, cp=c.cp, field="config.dp",
+                                fix="choose degrees whose product divides the GPU count, or give dp")
     return ParallelConfig(**data)

@@ -25,6 +25,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 from search import SpecError
+from service._version import autopar_version
 from service.store._errors import SchemaMismatch, nul_refused
 from service.store._translate import URL_ENV, damaged, safe_url, translate, translated
 
@@ -161,13 +162,6 @@ def known_revisions() -> set[str]:
     return set(revisions())
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("autopar")
-    except PackageNotFoundError:
-        return "(source tree)"
 
 
 class Database:
@@ -239,8 +233,8 @@ class Database:
         on that connection (a migrator's, under its lock)."""
         current = self.current_revision(conn)
         if current is not None and current not in known_revisions():
-            raise SchemaMismatch(URL_ENV, f"the database {self.safe_url} was migrated by a newer autopar "
-                                 f"(revision {current}); this autopar {_version()} knows up to {head_revision()}",
+            raise SchemaMismatch(URL_ENV, f"the database {self.safe_url} was migrated by a newer autopar (revision "
+                                 f"{current}); this autopar {autopar_version()} knows up to {head_revision()}",
                                  "run the newer autopar against it, or downgrade it with that version first")
 
     def row_counts(self) -> dict[str, int]:
