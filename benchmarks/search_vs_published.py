@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def lever(published: ParallelConfig, chosen: ParallelConfig, framework: str, cho
     return ", ".join(diffs) or "none"
 
 
-def term_shift(published: dict[str, float], chosen: dict[str, float], n: int = 2) -> str:
+def term_shift(published: Mapping[str, float], chosen: Mapping[str, float], n: int = 2) -> str:
     """The ``n`` time terms that shrink most from the published configuration to the chosen one."""
     deltas = sorted(((published.get(k, 0.0) - chosen.get(k, 0.0), k) for k in set(published) | set(chosen)),
                     reverse=True)

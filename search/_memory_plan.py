@@ -6,6 +6,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from search._breakdowns import MemoryBreakdown
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._host_memory import (
@@ -45,7 +46,7 @@ class MemoryPlan:
     """Peak per-GPU bytes with components, host and NVMe bytes per node, and the capacities."""
 
     peak_bytes: float
-    breakdown: dict[str, float]
+    breakdown: MemoryBreakdown
     cpu_bytes_per_node: float
     nvme_bytes_per_node: float
     gpu_capacity_bytes: float
@@ -139,21 +140,21 @@ def _rank_activation_bytes(model: ModelSpec, config: ParallelConfig, held: float
 
 def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
                      held: float, last: bool, cal: Calibration, per_micro_batch: float,
-                     working: float, expert_params: float = 0.0) -> dict[str, float]:
+                     working: float, expert_params: float = 0.0) -> MemoryBreakdown:
     """Components of one pipeline rank (:func:`_rank_states`, :func:`_rank_activation_bytes`);
     ``per_micro_batch`` = its layers' stored activation bytes per micro-batch, ``working`` = the
     transient bytes of one recomputed layer."""
     states = _rank_states(model, config, training.framework, params, expert_params)
-    return {
-        "weights": states.weights_bytes,
-        "gradients": states.gradients_bytes,
-        "optimizer_states": states.optimizer_bytes,
-        "gathered_params": states.gathered_params_bytes,
-        "activations": cal.memory_fragmentation * _rank_activation_bytes(model, config, held, last, per_micro_batch,
-                                                                          working),
-        "comm_buffers": cal.memory_fragmentation * deepspeed_bucket_bytes(training.framework, config.zero_stage, 2),
-        "runtime_overhead": cal.memory_overhead_bytes,
-    }
+    return MemoryBreakdown(
+        weights_bytes=states.weights_bytes,
+        gradients_bytes=states.gradients_bytes,
+        optimizer_states_bytes=states.optimizer_bytes,
+        gathered_params_bytes=states.gathered_params_bytes,
+        activations_bytes=cal.memory_fragmentation * _rank_activation_bytes(model, config, held, last,
+                                                                            per_micro_batch, working),
+        comm_buffers_bytes=cal.memory_fragmentation * deepspeed_bucket_bytes(training.framework, config.zero_stage, 2),
+        runtime_overhead_bytes=cal.memory_overhead_bytes,
+    )
 
 
 def rank_held_micro_batches(pp: int, vp: int, num_micro_batches: int, rank: int) -> float:
@@ -216,7 +217,7 @@ def _rank_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: in
 
 
 def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, num_micro_batches: int,
-                     cal: Calibration, ranks: Sequence[int] | None = None) -> dict[int, dict[str, float]]:
+                     cal: Calibration, ranks: Sequence[int] | None = None) -> dict[int, MemoryBreakdown]:
     """The memory components of each pipeline rank in ``ranks`` (default: every rank)."""
     return {r: _stage_breakdown(model, config, training, params, held, r == config.pp - 1, cal, per_mb, working,
                                 experts)
@@ -360,15 +361,15 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
     (1.5: DeepSpeed's estimators)."""
     c = config
     stages = stage_breakdowns(model, c, training, num_micro_batches, cal, _checked_ranks(model, c))
-    worst = max(stages, key=lambda r: sum(stages[r].values()))
+    worst = max(stages, key=lambda r: stages[r].total)
     breakdown = stages[worst]
-    peak = sum(breakdown.values())
+    peak = breakdown.total
     node = cluster.node
     gpu_cap = cluster.gpu.memory_bytes
     deepspeed = training.framework in ("deepspeed", "megatron-deepspeed")
     tiles_hint = None
     if peak > gpu_cap and training.framework == "deepspeed" and c.zero_stage == 3 and c.tiles == 1:
-        tiles_hint = tiles_that_fit(breakdown["gathered_params"], peak - gpu_cap, model, c.tp)
+        tiles_hint = tiles_that_fit(breakdown.gathered_params_bytes, peak - gpu_cap, model, c.tp)
     if not holds_host_bytes(c):
         # Nothing in host memory or on NVMe (most configurations a search checks).
         return MemoryPlan(peak, breakdown, 0.0, 0.0, gpu_cap, node.cpu_memory_bytes, node.nvme_bytes,

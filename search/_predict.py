@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import cast
 
+from search._breakdowns import TimeBreakdown
 from search._calibration import Calibration, default_calibration
 from search._cluster_spec import ClusterSpec, Dtype, GPUSpec, NodeSpec
 from search._comm_terms import (
@@ -431,7 +432,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     world = cluster.world_size
     return Prediction(
         iteration_time_s=iteration_s,
-        time_breakdown_s=breakdown,
+        time_breakdown_s=TimeBreakdown.of(breakdown),
         tokens_per_s=training.global_batch * model.seq_len / iteration_s,
         model_flop_per_iteration=model_flop,
         hardware_flop_per_iteration=hw_flop,

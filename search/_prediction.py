@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from search._breakdowns import MemoryBreakdown, TimeBreakdown
 from search._units import GiB
 
 
@@ -14,11 +15,12 @@ class Prediction:
 
     ``time_breakdown_s`` holds the exposed seconds of each named term; they add up to
     ``iteration_time_s``. ``memory_breakdown_bytes`` holds the peak GPU's components;
-    they add up to ``peak_memory_bytes_per_gpu``.
+    they add up to ``peak_memory_bytes_per_gpu``. Both are typed frozen dataclasses read as
+    mappings from the term's name (:mod:`search._breakdowns`).
     """
 
     iteration_time_s: float
-    time_breakdown_s: dict[str, float]
+    time_breakdown_s: TimeBreakdown
     tokens_per_s: float
     model_flop_per_iteration: float
     hardware_flop_per_iteration: float
@@ -26,7 +28,7 @@ class Prediction:
     mfu: float
     hfu: float
     peak_memory_bytes_per_gpu: float
-    memory_breakdown_bytes: dict[str, float]
+    memory_breakdown_bytes: MemoryBreakdown
     gpu_memory_bytes: float
     cpu_memory_bytes_per_node: float
     nvme_bytes_per_node: float
@@ -65,6 +67,8 @@ class Prediction:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict, with the derived ``bottleneck`` and ``memory_headroom_bytes``."""
         out = asdict(self)
+        out["time_breakdown_s"] = dict(self.time_breakdown_s.items())
+        out["memory_breakdown_bytes"] = dict(self.memory_breakdown_bytes.items())
         out["reasons"] = list(self.reasons)
         out["warnings"] = list(self.warnings)
         out["stage_layers"] = list(self.stage_layers)
