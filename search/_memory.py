@@ -40,9 +40,9 @@ class ModelStateBytes:
 
 
 @lru_cache(maxsize=65536)
-def model_state_bytes(framework: str, zero_stage: int, shard_degree: int, params: float,
+def model_state_bytes(*, framework: str, zero_stage: int, shard_degree: int, params: float,
                       largest_layer_params: float, layer_params: float,
-                      offload_optimizer: str, offload_param: str, *, pipelined: bool = False,
+                      offload_optimizer: str, offload_param: str, pipelined: bool = False,
                       offload_fraction: float = 1.0) -> ModelStateBytes:
     """Weights, gradients and Adam states of ``params`` parameters on one GPU.
 

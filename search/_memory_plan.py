@@ -106,15 +106,17 @@ def _rank_states(model: ModelSpec, config: ParallelConfig, framework: str, param
     c = config
     largest = _largest_layer_params(model) if c.tiles == 1 else largest_module_params(model, c.tiles)
     states = model_state_bytes(
-        framework, c.zero_stage, c.dp * c.cp, params - expert_params, largest / c.tp,
-        model.params_per_layer / c.tp, c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
+        framework=framework, zero_stage=c.zero_stage, shard_degree=c.dp * c.cp, params=params - expert_params,
+        largest_layer_params=largest / c.tp, layer_params=model.params_per_layer / c.tp,
+        offload_optimizer=c.offload_optimizer, offload_param=c.offload_param, pipelined=c.pp > 1,
         offload_fraction=c.optimizer_offload_fraction,
     )
     if expert_params:
         ex = model_state_bytes(
-            framework, c.zero_stage, c.edp, expert_params, _largest_layer_params(model) / c.tp,
-            model.expert_params_per_layer / (c.ep * c.etp), c.offload_optimizer, c.offload_param, pipelined=c.pp > 1,
-            offload_fraction=c.optimizer_offload_fraction,
+            framework=framework, zero_stage=c.zero_stage, shard_degree=c.edp, params=expert_params,
+            largest_layer_params=_largest_layer_params(model) / c.tp,
+            layer_params=model.expert_params_per_layer / (c.ep * c.etp), offload_optimizer=c.offload_optimizer,
+            offload_param=c.offload_param, pipelined=c.pp > 1, offload_fraction=c.optimizer_offload_fraction,
         )
         states = ModelStateBytes(states.weights_bytes + ex.weights_bytes, states.gradients_bytes + ex.gradients_bytes,
                                  states.optimizer_bytes + ex.optimizer_bytes,

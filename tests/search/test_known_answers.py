@@ -73,8 +73,9 @@ GRID_IDS = [f"P={p / 1e9:g}B-gpn{g}-nodes{n}" for (p, _), g, n in GRID]
 
 def _gpu_model_states(zero_stage: int, dp: int, params: float, largest: float, offload_optimizer: str,
                       offload_param: str) -> float:
-    states = model_state_bytes("deepspeed", zero_stage, dp, params, largest, params / 100,
-                               offload_optimizer, offload_param)
+    states = model_state_bytes(framework="deepspeed", zero_stage=zero_stage, shard_degree=dp, params=params,
+                               largest_layer_params=largest, layer_params=params / 100,
+                               offload_optimizer=offload_optimizer, offload_param=offload_param)
     return states.weights_bytes + states.gradients_bytes + states.optimizer_bytes + states.gathered_params_bytes
 
 
@@ -103,7 +104,9 @@ def test_zero3_gpu_bytes_equal_deepspeed_estimator(zero3_estimator: Callable[...
     dp = gpn * nodes
     _, ds_gpu, ds_largest = zero3_estimator(params, largest, gpn, nodes, cpu_offload=offload_optimizer != "none",
                                             cpu_offload_params=offload_param != "none", zero_init=True)
-    states = model_state_bytes("deepspeed", 3, dp, params, largest, params / 100, offload_optimizer, offload_param)
+    states = model_state_bytes(framework="deepspeed", zero_stage=3, shard_degree=dp, params=params,
+                               largest_layer_params=largest, layer_params=params / 100,
+                               offload_optimizer=offload_optimizer, offload_param=offload_param)
     assert states.gathered_params_bytes == ds_largest  # 4 bytes x largest layer
     ours = _gpu_model_states(3, dp, params, largest, offload_optimizer, offload_param)
     assert ours == pytest.approx(ds_gpu, abs=BYTES_ABS)
@@ -403,7 +406,9 @@ def _printed_tolerance(printed: str) -> float:
 @pytest.mark.parametrize(("n_d", "printed"), sorted(ZERO_TABLE_1_7_5B_POS_G_P.items()))
 @pytest.mark.parametrize("largest", [0.0, 51200 * 4096.0])
 def test_zero3_deepspeed_accounting_is_18_psi_over_nd(n_d: int, printed: str, largest: float) -> None:
-    states = model_state_bytes("deepspeed", 3, n_d, PSI_7_5B, largest, PSI_7_5B / 36, "none", "none")
+    states = model_state_bytes(framework="deepspeed", zero_stage=3, shard_degree=n_d, params=PSI_7_5B,
+                               largest_layer_params=largest, layer_params=PSI_7_5B / 36,
+                               offload_optimizer="none", offload_param="none")
     total = states.weights_bytes + states.gradients_bytes + states.optimizer_bytes + states.gathered_params_bytes
     assert total == pytest.approx(18 * PSI_7_5B / n_d + 4 * largest, rel=1e-12)
     # Back in the paper's accounting (16 bytes/param) the numbers are Table 1's.
@@ -418,7 +423,9 @@ def test_zero_stages_deepspeed_per_param_bytes(n_d: int) -> None:
     p = PSI_7_5B
 
     def total(stage: int) -> float:
-        s = model_state_bytes("deepspeed", stage, n_d, p, 0.0, p / 36, "none", "none")
+        s = model_state_bytes(framework="deepspeed", zero_stage=stage, shard_degree=n_d, params=p,
+                              largest_layer_params=0.0, layer_params=p / 36, offload_optimizer="none",
+                              offload_param="none")
         return s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.gathered_params_bytes
 
     assert total(0) == pytest.approx(20 * p, rel=1e-12)
@@ -432,8 +439,10 @@ def test_zero_stages_deepspeed_per_param_bytes(n_d: int) -> None:
 def test_megatron_accounting_is_theoretical_memory_usage(n_d: int) -> None:
     """Megatron-LM ``theoretical_memory_usage.py``: 18 bytes/param, 6 + 12/d with the distributed optimizer."""
     p = 1e9
-    plain = model_state_bytes("megatron", 0, n_d, p, 0.0, p / 36, "none", "none")
-    dist = model_state_bytes("megatron", 1, n_d, p, 0.0, p / 36, "none", "none")
+    plain = model_state_bytes(framework="megatron", zero_stage=0, shard_degree=n_d, params=p, largest_layer_params=0.0,
+                              layer_params=p / 36, offload_optimizer="none", offload_param="none")
+    dist = model_state_bytes(framework="megatron", zero_stage=1, shard_degree=n_d, params=p, largest_layer_params=0.0,
+                             layer_params=p / 36, offload_optimizer="none", offload_param="none")
     assert plain.weights_bytes + plain.gradients_bytes + plain.optimizer_bytes == pytest.approx(18 * p, rel=1e-12)
     assert dist.weights_bytes + dist.gradients_bytes + dist.optimizer_bytes == pytest.approx(
         (6 + 12 / n_d) * p, rel=1e-12)
