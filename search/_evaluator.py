@@ -171,8 +171,7 @@ class Evaluator:
             for mb, variants in entries:
                 m = batch // (dp * mb)
                 shared: ParallelConfig | None = None
-                acts = gpu_peak.known_activations((pp, vp, layout, tp, cp, sp, rc, mb, etp, m, None, 0,
-                                                   param != "none"))
+                acts: tuple[float, ...] | None = None
                 if param != "none":
                     host_fits = None  # host-held activation checkpoints grow with the micro-batch
                 for runtime, placement, tiles in variants:
@@ -181,9 +180,12 @@ class Evaluator:
                     key = (runtime, dp, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, layout, ep, etp, tiles)
                     if mb >= failed_from.get(key, mb + 1):
                         continue
-                    if acts is None:
-                        shared = shared or block.config(mb)
-                        acts = gpu_peak.activations(shared, m)
+                    if acts is None:  # looked up at the first candidate of this micro-batch that is not skipped
+                        acts = gpu_peak.known_activations((pp, vp, layout, tp, cp, sp, rc, mb, etp, m, None, 0,
+                                                           param != "none"))
+                        if acts is None:
+                            shared = shared or block.config(mb)
+                            acts = gpu_peak.activations(shared, m)
                     states = states_of.get((runtime, tiles))
                     if states is None:
                         shared = shared or block.config(mb)

@@ -227,8 +227,15 @@ def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: Trainin
 
 
 def _checked_ranks(model: ModelSpec, config: ParallelConfig) -> tuple[int, ...]:
-    return ranks_to_check(tuple(zip(stage_layer_counts(model, config), stage_moe_layer_counts(model, config),
-                                    strict=True)))
+    c = config
+    return _ranks_of(model, c.pp, c.vp, c.stage_layers)
+
+
+@lru_cache(maxsize=4096)
+def _ranks_of(model: ModelSpec, pp: int, vp: int, stage_layers: tuple[int, ...] | None) -> tuple[int, ...]:
+    """:func:`ranks_to_check` of one pipeline layout (its layer and MoE layer counts per rank)."""
+    c = ParallelConfig(pp=pp, vp=vp, stage_layers=stage_layers)
+    return ranks_to_check(tuple(zip(stage_layer_counts(model, c), stage_moe_layer_counts(model, c), strict=True)))
 
 
 def holds_host_bytes(config: ParallelConfig) -> bool:
