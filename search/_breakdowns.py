@@ -5,8 +5,9 @@ print them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import ClassVar, TypeVar
 
 from search._errors import SpecError
@@ -21,6 +22,7 @@ class _Breakdown(Mapping[str, float]):
     __slots__ = ()
     _unit: ClassVar[str]
     _names: ClassVar[tuple[str, ...]]
+    _fields_of: ClassVar[Callable[[object], tuple[float | None, ...]]]
 
     def __getitem__(self, name: str) -> float:
         value = getattr(self, name + self._unit, None) if name in self._names else None
@@ -39,8 +41,13 @@ class _Breakdown(Mapping[str, float]):
 
     @property
     def total(self) -> float:
-        """The terms summed in their order (left to right, as ``sum(values())``)."""
-        return sum(self.values())
+        """The terms summed in their order (left to right: the same float as ``sum(values())``,
+        read in one call instead of through the mapping protocol)."""
+        total = 0.0
+        for value in type(self)._fields_of(self):
+            if value is not None:
+                total += value
+        return total
 
     @classmethod
     def of(cls: type[B], terms: Mapping[str, float]) -> B:
@@ -109,6 +116,7 @@ class MemoryBreakdown(_Breakdown):
     _unit: ClassVar[str] = "_bytes"
 
 
-TimeBreakdown._names = _names(TimeBreakdown, "_s")
-MemoryBreakdown._names = _names(MemoryBreakdown, "_bytes")
+for _cls, _unit in ((TimeBreakdown, "_s"), (MemoryBreakdown, "_bytes")):
+    _cls._names = _names(_cls, _unit)
+    _cls._fields_of = attrgetter(*(name + _unit for name in _cls._names))
 

@@ -453,7 +453,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         + model_support_warnings(training.framework, model),
         stage_layers=counts,
         stage_times_s=stage_s,
-        stage_peak_memory_bytes=tuple(sum(b.values()) for b in stage_breakdowns(model, c, training, m, cal).values()),
+        stage_peak_memory_bytes=tuple(b.total for b in stage_breakdowns(model, c, training, m, cal).values()),
         error_band=error_band(training.framework, gpu.name, model.moe is not None),
     )
 
