@@ -272,7 +272,9 @@ def _mla_args(m: ModelSpec) -> list[str]:
     ``--qk-pos-emb-head-dim`` part of each head; ``--qk-layernorm`` builds the RMSNorms on the query and
     key/value latents (``gpt_layer_specs.py``: ``linear_q/kv_up_proj`` with a fused layer norm)."""
     mla = m.mla
-    assert mla is not None
+    if mla is None:
+        raise SpecError("ModelSpec.mla", "the latent-attention flags need a model with multi-head latent attention",
+                        "give the model an mla part, or emit it without the MLA flags")
     if m.position_embedding != "rope" or m.rope_scaling_factor is not None or m.rotary_percent != 1.0:
         raise SpecError("ModelSpec.position_embedding", "Megatron's latent attention rotates the "
                         "qk_rope_head_dim part of each head with YaRN RoPE; learned positions, Llama 3.1 RoPE "
