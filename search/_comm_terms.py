@@ -17,6 +17,7 @@ from search._collectives import (
 )
 from search._compute_time import LayerTimes
 from search._fabric import Group
+from search._memory import main_grad_bytes
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig, TrainingSpec
 from search._placement import cp_group, dp_cp_group, edp_group, pp_group, tp_group
@@ -105,17 +106,9 @@ def pp_p2p_per_micro_batch_s(model: ModelSpec, tokens: float, cluster: ClusterSp
 
 
 def grad_reduce_bytes_per_param(training: TrainingSpec) -> float:
-    """Bytes per gradient element on the wire.
-
-    Megatron-LM reduces bf16 gradients in fp32 (``accumulate_allreduce_grads_in_fp32`` is set
-    for bf16 in ``arguments.py``), fp16 in fp16; DeepSpeed reduces in the 16-bit type; FSDP as
-    configured by Composer's DEFAULT mixed precision and torchtitan reduces in fp32.
-    """
-    if training.framework == "fsdp":
-        return 4.0
-    if training.framework == "megatron" and training.precision != "fp16":
-        return 4.0
-    return 2.0
+    """Bytes per gradient element on the wire: the runtime's gradient buffer
+    (:func:`search._memory.main_grad_bytes`)."""
+    return main_grad_bytes(training.framework, training.precision, training.grad_reduce_in_bf16)
 
 
 MEGATRON_MIN_BUCKET_PARAMS = 40e6

@@ -106,7 +106,7 @@ class Evaluator:
         self.partial_sources: list[tuple[Candidate, float, tuple[str, ...]]] = []
         """Enumerated configurations a fine-grained memory policy may improve (:meth:`derive_partials`)."""
         self.scanned = False
-        self._gpu_peak = GpuPeak(model, cal)
+        self._gpu_peak = GpuPeak(model, cal, precision)
 
     def memory(self, cand: Candidate) -> MemoryPlan:
         return predict_memory(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal,
@@ -155,6 +155,7 @@ class Evaluator:
         failed_from: dict[tuple[Any, ...], int] = {}
         fits_at: set[tuple[Any, ...]] = set()  # the keys (+ micro-batch) of the configurations that fit
         gpu_peak, batch = self._gpu_peak, self.trainings["megatron"].global_batch
+        lb_of = {fw: gpu_peak.linear_input_bytes(fw) for fw in self.trainings}
         cap = self.cluster.gpu.memory_bytes - self.min_headroom_bytes
         node = self.cluster.node
         order = 0
@@ -171,7 +172,7 @@ class Evaluator:
             for mb, variants in entries:
                 m = batch // (dp * mb)
                 shared: ParallelConfig | None = None
-                acts: tuple[float, ...] | None = None
+                acts_of: dict[float, tuple[float, ...]] = {}  # per saved linear-input width (one in 16-bit)
                 if param != "none":
                     host_fits = None  # host-held activation checkpoints grow with the micro-batch
                 for runtime, placement, tiles in variants:
@@ -180,12 +181,15 @@ class Evaluator:
                     key = (runtime, dp, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, layout, ep, etp, tiles)
                     if mb >= failed_from.get(key, mb + 1):
                         continue
+                    lb = lb_of[runtime]
+                    acts = acts_of.get(lb)
                     if acts is None:  # looked up at the first candidate of this micro-batch that is not skipped
                         acts = gpu_peak.known_activations((pp, vp, layout, tp, cp, sp, rc, mb, etp, m, None, 0,
-                                                           param != "none"))
+                                                           param != "none", lb))
                         if acts is None:
                             shared = shared or block.config(mb)
-                            acts = gpu_peak.activations(shared, m)
+                            acts = gpu_peak.activations(shared, m, lb)
+                        acts_of[lb] = acts
                     states = states_of.get((runtime, tiles))
                     if states is None:
                         shared = shared or block.config(mb)
@@ -195,7 +199,8 @@ class Evaluator:
                     fit = peak <= cap
                     if host and fit:
                         # The host side depends on the configuration, not the runtime, and without
-                        # parameter offload not on the micro-batch either (search._memory_plan.host_breakdown).
+                        # parameter offload not on the micro-batch either (search._memory_plan.host_breakdown;
+                        # blocks offload no activations, so the saved linear-input width plays no part).
                         if host_fits is None:
                             shared = shared or block.config(mb)
                             cpu, nvme, _ = host_breakdown(self.model, self.cluster, shared, m, self.host_safety_factor)

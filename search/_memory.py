@@ -23,9 +23,48 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from search._model_spec import ModelSpec
+from search._units import BYTES_16BIT
 
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 """DeepSpeed default ``reduce_bucket_size`` and ``allgather_bucket_size`` (elements)."""
+
+QUANTIZED_LINEAR_INPUT_BYTES = {"fp8": 1.0, "mxfp8": 1.0 + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
+"""Bytes per element of a linear layer's input that Transformer Engine keeps for the backward pass
+under each low-precision recipe: the quantized copy the weight-gradient GEMM reads, not the 16-bit
+input. ``transformer_engine/pytorch/module/linear.py`` ``_Linear.forward``: under FP8 the input is
+quantized, its row-wise data discarded ("not needed in backward pass",
+``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``) and ``saved_inputmat =
+inputmat``; ``LayerNormLinear`` saves its quantized ``ln_out`` the same way. FP8 (per-tensor scale):
+1 byte; MXFP8: 1 byte plus one E8M0 scale per 32 elements; NVFP4: 4 bits plus one E4M3 scale per 16
+elements (Transformer Engine ``MXFP8BlockScaling`` / ``NVFP4BlockScaling`` recipes, common API)."""
+
+
+def saved_linear_input_bytes(framework: str, precision: str) -> float:
+    """Bytes per element of the linear-layer inputs stored for backward: the quantized copy under
+    Megatron-Core's Transformer Engine layers with a low-precision recipe
+    (:data:`QUANTIZED_LINEAR_INPUT_BYTES`), else the 16-bit input. The other runtimes' FP8 paths
+    (torchao ``Float8Linear`` under torchtitan, DeepSpeed) are costed with the 16-bit input kept."""
+    if framework == "megatron":
+        return QUANTIZED_LINEAR_INPUT_BYTES.get(precision, BYTES_16BIT)
+    return BYTES_16BIT
+
+
+def main_grad_bytes(framework: str, precision: str, grad_reduce_in_bf16: bool) -> float:
+    """Bytes per parameter of the gradient buffer a runtime accumulates and reduces in (what the
+    data-parallel reduction sends per element, and Megatron's gradient memory per parameter).
+
+    Megatron-LM accumulates and reduces bf16 gradients in an fp32 ``main_grad`` buffer
+    (``accumulate_allreduce_grads_in_fp32`` is set for bf16 in ``megatron/training/arguments.py``)
+    unless ``--grad-reduce-in-bf16`` (Megatron-Bridge ``ddp.grad_reduce_in_fp32=False``), and
+    fp16 in fp16 (the buffer takes the parameter dtype, ``distributed_data_parallel.py``);
+    DeepSpeed reduces in the 16-bit type (``communication_data_type``); FSDP as configured by
+    Composer's DEFAULT mixed precision and torchtitan reduces in fp32.
+    """
+    if framework == "fsdp":
+        return 4.0
+    if framework == "megatron" and precision != "fp16" and not grad_reduce_in_bf16:
+        return 4.0
+    return BYTES_16BIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +82,7 @@ class ModelStateBytes:
 def model_state_bytes(*, framework: str, zero_stage: int, shard_degree: int, params: float,
                       largest_layer_params: float, layer_params: float,
                       offload_optimizer: str, offload_param: str, pipelined: bool = False,
-                      offload_fraction: float = 1.0) -> ModelStateBytes:
+                      offload_fraction: float = 1.0, megatron_grad_bytes: float = 4.0) -> ModelStateBytes:
     """Weights, gradients and Adam states of ``params`` parameters on one GPU.
 
     ``params`` is this GPU's model-parallel share (after TP and PP); ``shard_degree`` the
@@ -58,7 +97,8 @@ def model_state_bytes(*, framework: str, zero_stage: int, shard_degree: int, par
     A partial optimizer offload (``offload_fraction`` < 1: DeepSpeed ``offload_optimizer.ratio``,
     Megatron ``--optimizer-offload-fraction``) keeps the rest of the optimizer states, and with
     DeepSpeed the rest of the fp32 gradient partition, on the GPU: the all-or-nothing figures
-    scaled by the fraction.
+    scaled by the fraction. Megatron's gradient buffer holds ``megatron_grad_bytes`` per parameter
+    (:func:`main_grad_bytes`: 4 in fp32, 2 with fp16 or ``--grad-reduce-in-bf16``).
     """
     d = float(shard_degree)
     p = params
@@ -81,7 +121,7 @@ def model_state_bytes(*, framework: str, zero_stage: int, shard_degree: int, par
     stage = zero_stage
     weights = 2.0 * p / d if stage == 3 else 2.0 * p
     if framework == "megatron":
-        grads = 4.0 * p / d if stage >= 2 else 4.0 * p
+        grads = megatron_grad_bytes * p / d if stage >= 2 else megatron_grad_bytes * p
     else:  # DeepSpeed and Megatron-DeepSpeed: 16-bit grads plus an fp32 partition
         grads = {0: 6.0 * p, 1: 2.0 * p + 4.0 * p / d, 2: 6.0 * p / d, 3: 4.0 * p / d}[stage]
     optimizer = 12.0 * p / d if stage >= 1 else 12.0 * p
@@ -102,7 +142,7 @@ def model_state_bytes(*, framework: str, zero_stage: int, shard_degree: int, par
 
 
 def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, recompute: str,
-                           ffn: float | None = None) -> float:
+                           ffn: float | None = None, linear_input_bytes: float = BYTES_16BIT) -> float:
     """Activation bytes one block keeps for backward, per micro-batch, on one GPU.
 
     Korthikanti et al. 2022 (arXiv:2205.05198) Sec. 4, eqs. 1-6: ``sbh(34 + 5as/h)`` without
@@ -112,6 +152,12 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int,
     tensors): split = 4h + 4*kv_dim + (4 or 6)*f per token. Without dropout the two 1-byte
     hidden masks (2sbh) and the score mask (as^2b) are not stored. Full recomputation keeps
     only the block input, ``2sbh`` (``/t`` with SP).
+
+    The inputs of three linear layers are kept at ``linear_input_bytes`` per element
+    (:func:`saved_linear_input_bytes`; 2 in 16-bit training): the QKV projection's and the first
+    MLP linear's (the layer-norm outputs, ``sbh`` each, in the replicated part) and the second MLP
+    linear's (``sbf``). The attention output stays 16-bit: the fused attention kernel keeps it for
+    its own backward, so the output projection's quantized copy saves nothing.
     """
     s = model.seq_len / cp
     sb = s * micro_batch
@@ -119,9 +165,13 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int,
     if recompute == "full":
         return 2.0 * sb * h / (tp if sp else 1)
     masks = 1.0 if model.dropout else 0.0
-    replicated = (8.0 + 2.0 * masks) * sb * h
+    lb = linear_input_bytes
+    # Two layer-norm inputs (16-bit), the QKV and first-MLP inputs, the dropout masks.
+    replicated = (2.0 * BYTES_16BIT + 2.0 * lb + 2.0 * masks) * sb * h
     f = model.ffn if ffn is None else ffn  # an MoE block's TP-split MLP: its shared experts
-    split = sb * (4.0 * h + 4.0 * model.kv_dim + (6.0 if model.activation == "swiglu" else 4.0) * f)
+    # Q, K, V and the attention output; the first MLP linear's outputs (two with SwiGLU) and the
+    # second's input.
+    split = sb * (4.0 * h + 4.0 * model.kv_dim + ((4.0 if model.activation == "swiglu" else 2.0) + lb) * f)
     scores = 0.0
     if model.attention == "standard" and recompute == "none":
         scores = (4.0 + masks) * model.heads * s * model.seq_len * micro_batch
@@ -130,10 +180,11 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int,
     return replicated + (split + scores) / tp
 
 
-def working_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool) -> float:
+def working_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool,
+                        linear_input_bytes: float = BYTES_16BIT) -> float:
     """Peak extra bytes while one recomputed block runs its backward (full activations of one
     block, Korthikanti et al. 2022 Sec. 4.2)."""
-    return layer_activation_bytes(model, micro_batch, tp, cp, sp, "none")
+    return layer_activation_bytes(model, micro_batch, tp, cp, sp, "none", linear_input_bytes=linear_input_bytes)
 
 
 def in_flight_micro_batches(pp: int, vp: int, num_micro_batches: int) -> float:

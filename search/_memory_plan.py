@@ -23,8 +23,10 @@ from search._memory import (
     in_flight_micro_batches,
     layer_activation_bytes,
     logits_bytes,
+    main_grad_bytes,
     model_state_bytes,
     pipeline_buffer_bytes,
+    saved_linear_input_bytes,
     working_layer_bytes,
 )
 from search._model_spec import ModelSpec
@@ -38,7 +40,7 @@ from search._stages import (
     stage_recompute_shares,
 )
 from search._tiling import largest_module_params, tiles_that_fit
-from search._units import GiB
+from search._units import BYTES_16BIT, GiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,19 +99,20 @@ def _largest_layer_params(model: ModelSpec) -> int:
 
 
 def _rank_states(model: ModelSpec, config: ParallelConfig, framework: str, params: float,
-                 expert_params: float) -> ModelStateBytes:
+                 expert_params: float, grad_bytes: float = 4.0) -> ModelStateBytes:
     """Weights, gradients, optimizer states and gathered parameters of one pipeline rank holding
     ``params`` parameters per GPU (``expert_params`` of them routed experts, whose gradients and
     optimizer states shard over the expert data-parallel group: Megatron
     ``theoretical_memory_usage.py`` 6 + 12/EDP bytes each with the distributed optimizer). They do
-    not depend on the micro-batch, sequence parallelism or recomputation."""
+    not depend on the micro-batch, sequence parallelism or recomputation. ``grad_bytes``: Megatron's
+    gradient buffer per parameter (:func:`search._memory.main_grad_bytes`)."""
     c = config
     largest = _largest_layer_params(model) if c.tiles == 1 else largest_module_params(model, c.tiles)
     states = model_state_bytes(
         framework=framework, zero_stage=c.zero_stage, shard_degree=c.dp * c.cp, params=params - expert_params,
         largest_layer_params=largest / c.tp, layer_params=model.params_per_layer / c.tp,
         offload_optimizer=c.offload_optimizer, offload_param=c.offload_param, pipelined=c.pp > 1,
-        offload_fraction=c.optimizer_offload_fraction,
+        offload_fraction=c.optimizer_offload_fraction, megatron_grad_bytes=grad_bytes,
     )
     if expert_params:
         ex = model_state_bytes(
@@ -117,6 +120,7 @@ def _rank_states(model: ModelSpec, config: ParallelConfig, framework: str, param
             largest_layer_params=_largest_layer_params(model) / c.tp,
             layer_params=model.expert_params_per_layer / (c.ep * c.etp), offload_optimizer=c.offload_optimizer,
             offload_param=c.offload_param, pipelined=c.pp > 1, offload_fraction=c.optimizer_offload_fraction,
+            megatron_grad_bytes=grad_bytes,
         )
         states = ModelStateBytes(states.weights_bytes + ex.weights_bytes, states.gradients_bytes + ex.gradients_bytes,
                                  states.optimizer_bytes + ex.optimizer_bytes,
@@ -146,7 +150,8 @@ def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: Trainin
     """Components of one pipeline rank (:func:`_rank_states`, :func:`_rank_activation_bytes`);
     ``per_micro_batch`` = its layers' stored activation bytes per micro-batch, ``working`` = the
     transient bytes of one recomputed layer."""
-    states = _rank_states(model, config, training.framework, params, expert_params)
+    states = _rank_states(model, config, training.framework, params, expert_params,
+                          main_grad_bytes(training.framework, training.precision, training.grad_reduce_in_bf16))
     return MemoryBreakdown(
         weights_bytes=states.weights_bytes,
         gradients_bytes=states.gradients_bytes,
@@ -178,28 +183,30 @@ per GPU, routed-expert parameters per GPU) of one pipeline rank."""
 
 
 def _rank_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: int,
-                 ranks: Sequence[int] | None) -> list[RankInputs]:
-    """What :func:`_stage_breakdown` needs for each pipeline rank in ``ranks`` (default: every rank)."""
+                 ranks: Sequence[int] | None, lb: float = BYTES_16BIT) -> list[RankInputs]:
+    """What :func:`_stage_breakdown` needs for each pipeline rank in ``ranks`` (default: every rank);
+    ``lb``: bytes per element of the saved linear-layer inputs (:func:`saved_linear_input_bytes`)."""
     c = config
     counts = stage_layer_counts(model, c)
     moe_counts = stage_moe_layer_counts(model, c)
     params = stage_params_per_rank(model, c)
     experts = stage_expert_params_per_rank(model, c) if model.moe is not None else (0.0,) * c.pp
-    per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute)
-    per_moe_layer = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, c.recompute)
+    per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute, linear_input_bytes=lb)
+    per_moe_layer = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, c.recompute, lb)
                      if model.moe is not None else per_layer)
     partial = c.recompute == "full" and c.recompute_layers is not None
     shares = stage_recompute_shares(model, c) if partial else None
     kept, kept_moe = per_layer, per_moe_layer  # layers that do not recompute (partial recomputation)
     if partial:
-        kept = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, "none")
-        kept_moe = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none")
+        kept = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, "none", linear_input_bytes=lb)
+        kept_moe = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none", lb)
                     if model.moe is not None else kept)
     working = 0.0
     if c.recompute == "full":
-        working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp)
+        working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, lb)
         if model.moe is not None:
-            working = max(working, moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none"))
+            working = max(working, moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none",
+                                                              lb))
     out = []
     for r in range(c.pp) if ranks is None else ranks:
         held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, r) if c.pp > 1 else float(
@@ -221,9 +228,10 @@ def _rank_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: in
 def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, num_micro_batches: int,
                      cal: Calibration, ranks: Sequence[int] | None = None) -> dict[int, MemoryBreakdown]:
     """The memory components of each pipeline rank in ``ranks`` (default: every rank)."""
+    lb = saved_linear_input_bytes(training.framework, training.precision)
     return {r: _stage_breakdown(model, config, training, params, held, r == config.pp - 1, cal, per_mb, working,
                                 experts)
-            for r, held, per_mb, working, params, experts in _rank_inputs(model, config, num_micro_batches, ranks)}
+            for r, held, per_mb, working, params, experts in _rank_inputs(model, config, num_micro_batches, ranks, lb)}
 
 
 def _checked_ranks(model: ModelSpec, config: ParallelConfig) -> tuple[int, ...]:
@@ -250,37 +258,45 @@ class GpuPeak:
     micro-batch, sequence parallelism and recomputation) are cached per layout and policy, and the
     activations (independent of dp, ZeRO and the runtime) per shape and schedule."""
 
-    def __init__(self, model: ModelSpec, cal: Calibration) -> None:
+    def __init__(self, model: ModelSpec, cal: Calibration, precision: str = "bf16",
+                 grad_reduce_in_bf16: bool = False) -> None:
         self.model, self.cal = model, cal
+        self.precision, self.grad_reduce_in_bf16 = precision, grad_reduce_in_bf16
         self._states: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._activations: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._tails: dict[tuple[str, int], float] = {}
 
     def __call__(self, config: ParallelConfig, framework: str, num_micro_batches: int) -> float:
-        return self.peak(self.states(config, framework), self.activations(config, num_micro_batches), framework,
+        return self.peak(self.states(config, framework),
+                         self.activations(config, num_micro_batches, self.linear_input_bytes(framework)), framework,
                          config.zero_stage)
+
+    def linear_input_bytes(self, framework: str) -> float:
+        """:func:`saved_linear_input_bytes` of ``framework`` at this search's precision."""
+        return saved_linear_input_bytes(framework, self.precision)
 
     def known_activations(self, key: tuple[object, ...]) -> tuple[float, ...] | None:
         """:meth:`activations` already computed under ``key`` (:meth:`activation_key`), else None."""
         return self._activations.get(key)
 
     @staticmethod
-    def activation_key(config: ParallelConfig, num_micro_batches: int) -> tuple[object, ...]:
+    def activation_key(config: ParallelConfig, num_micro_batches: int, lb: float) -> tuple[object, ...]:
         """What the activations depend on (the scan writes the same tuple from a block's fields)."""
         c = config
         return (c.pp, c.vp, c.stage_layers, c.tp, c.cp, c.sp, c.recompute, c.micro_batch, c.etp, num_micro_batches,
-                c.recompute_layers, c.activation_offload_layers, c.offload_param != "none")
+                c.recompute_layers, c.activation_offload_layers, c.offload_param != "none", lb)
 
-    def activations(self, config: ParallelConfig, num_micro_batches: int) -> tuple[float, ...]:
-        """Activation bytes of each checked rank (:func:`_checked_ranks`), fragmentation included."""
+    def activations(self, config: ParallelConfig, num_micro_batches: int, lb: float) -> tuple[float, ...]:
+        """Activation bytes of each checked rank (:func:`_checked_ranks`), fragmentation included, with
+        the linear-layer inputs kept at ``lb`` bytes per element (:meth:`linear_input_bytes`)."""
         c = config
-        akey = self.activation_key(c, num_micro_batches)
+        akey = self.activation_key(c, num_micro_batches, lb)
         acts = self._activations.get(akey)
         if acts is None:
             frag = self.cal.memory_fragmentation
             acts = tuple(frag * _rank_activation_bytes(self.model, c, held, r == c.pp - 1, per_mb, working)
                          for r, held, per_mb, working, _p, _e in _rank_inputs(self.model, c, num_micro_batches,
-                                                                             _checked_ranks(self.model, c)))
+                                                                             _checked_ranks(self.model, c), lb))
             self._activations[akey] = acts
         return acts
 
@@ -295,8 +311,9 @@ class GpuPeak:
             params = stage_params_per_rank(model, c)
             experts = stage_expert_params_per_rank(model, c) if model.moe is not None else (0.0,) * c.pp
             sums = []
+            grad_bytes = main_grad_bytes(framework, self.precision, self.grad_reduce_in_bf16)
             for r in _checked_ranks(model, c):
-                s = _rank_states(model, c, framework, params[r], experts[r])
+                s = _rank_states(model, c, framework, params[r], experts[r], grad_bytes)
                 sums.append(s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.gathered_params_bytes)
             states = self._states[skey] = tuple(sums)
         return states
@@ -327,7 +344,7 @@ def ranks_to_check(counts: tuple[Hashable, ...]) -> tuple[int, ...]:
 
 
 def host_breakdown(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, num_micro_batches: int,
-                   host_safety_factor: float = 1.0) -> tuple[dict[str, float], float, float]:
+                   host_safety_factor: float = 1.0, lb: float = BYTES_16BIT) -> tuple[dict[str, float], float, float]:
     """Host memory per node by component, NVMe bytes per node, and the offloaded states' host bytes
     per node (what a safety factor scales), from the fullest rank's ZeRO shard
     (:mod:`search._host_memory`); for a configuration that :func:`holds_host_bytes`."""
@@ -348,7 +365,7 @@ def host_breakdown(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfi
         checkpoints = gpn * host_checkpoint_bytes_per_gpu(c.micro_batch, model.seq_len, c.cp, model.hidden,
                                                           counts[0], held)
     offloaded_activations = gpn * c.activation_offload_layers * layer_activation_bytes(
-        model, c.micro_batch, c.tp, c.cp, c.sp, "none") if c.activation_offload_layers else 0.0
+        model, c.micro_batch, c.tp, c.cp, c.sp, "none", linear_input_bytes=lb) if c.activation_offload_layers else 0.0
     cpu_breakdown = {
         "optimizer_states": gpn * opt_bytes if c.offload_optimizer == "cpu" else 0.0,
         "parameters": gpn * param_bytes if c.offload_param == "cpu" else 0.0,
@@ -383,7 +400,8 @@ def plan_memory(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, 
         # Nothing in host memory or on NVMe (most configurations a search checks).
         return MemoryPlan(peak, breakdown, 0.0, 0.0, gpu_cap, node.cpu_memory_bytes, node.nvme_bytes,
                           tiles_hint=tiles_hint)
-    cpu_breakdown, nvme, host_states = host_breakdown(model, cluster, c, num_micro_batches, host_safety_factor)
+    cpu_breakdown, nvme, host_states = host_breakdown(model, cluster, c, num_micro_batches, host_safety_factor,
+                                                      saved_linear_input_bytes(training.framework, training.precision))
     return MemoryPlan(peak, breakdown, sum(cpu_breakdown.values()), nvme, gpu_cap, node.cpu_memory_bytes,
                       node.nvme_bytes, cpu_breakdown, estimator_margin_bytes(host_states) if deepspeed else 0.0,
                       tiles_hint)

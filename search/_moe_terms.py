@@ -149,15 +149,18 @@ def dispatch_forward_s(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp:
 
 
 def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, etp: int,
-                               recompute: str) -> float:
+                               recompute: str, linear_input_bytes: float = 2.0) -> float:
     """Activation bytes one MoE block keeps for backward per micro-batch on one GPU: the attention
     part as a dense block's (Korthikanti et al. 2022 Sec. 4: 8h replicated + 4h + 4 kv_dim split
     per token), and for the MLP the routed copies' permuted inputs and expert intermediates (MoE
     model zoo ``deepseek_mem_estimate.py``: ``permute_out = s/TP*ETP*k*h``, ``expert_fc1_out``),
     the router's probabilities and row map, and the shared experts' intermediates. Full
-    recomputation keeps the block input only."""
+    recomputation keeps the block input only. ``linear_input_bytes`` applies to the attention and
+    shared-expert linears as in a dense block (:func:`search._memory.layer_activation_bytes`); the
+    routed experts' permuted inputs are counted 16-bit."""
     moe = _experts(model)
-    attention = layer_activation_bytes(model, micro_batch, tp, cp, sp, recompute, ffn=moe.shared_expert_ffn)
+    attention = layer_activation_bytes(model, micro_batch, tp, cp, sp, recompute, ffn=moe.shared_expert_ffn,
+                                       linear_input_bytes=linear_input_bytes)
     if recompute == "full":
         return attention  # the block input only
     h = model.hidden

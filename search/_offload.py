@@ -16,6 +16,7 @@ from search._cluster_spec import ClusterSpec
 from search._memory import layer_activation_bytes
 from search._model_spec import ModelSpec
 from search._parallel_spec import ParallelConfig
+from search._units import BYTES_16BIT
 
 OPTIMIZER_SWAP_BYTES_PER_PARAM = 16.0
 """fp32 master weight, momentum, variance and gradient partition swapped per parameter."""
@@ -37,7 +38,7 @@ class OffloadTerms:
 
 def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, layers_per_stage: int,
                   stage_params: tuple[float, ...], framework: str = "deepspeed",
-                  shard_params: float | None = None) -> OffloadTerms:
+                  shard_params: float | None = None, linear_input_bytes: float = BYTES_16BIT) -> OffloadTerms:
     """PCIe, CPU-Adam and NVMe times of the offload policy in ``config`` for the largest stage
     (``stage_params``: per pipeline rank; ``layers_per_stage``: the most layers on a rank;
     ``shard_params``: the GPU's optimizer shard when it is not the largest stage over dp x cp, as
@@ -48,7 +49,7 @@ def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig
     if shard_params is None:
         shard_params = max(stage_params) / (config.dp * config.cp)
     node_params = shard_params * node.gpus_per_node
-    per_micro_batch_s = activation_offload_s(model, cluster, config)
+    per_micro_batch_s = activation_offload_s(model, cluster, config, linear_input_bytes)
     step_s = 0.0
     # A partial offload moves that share of the states and of their update (optimizer_offload_fraction).
     fraction = config.optimizer_offload_fraction
@@ -83,7 +84,8 @@ def offload_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig
     return OffloadTerms(per_micro_batch_s, step_s)
 
 
-def activation_offload_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig) -> float:
+def activation_offload_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig,
+                         linear_input_bytes: float = BYTES_16BIT) -> float:
     """Per micro-batch: the activations of ``activation_offload_layers`` layers copied to pinned host
     memory after their forward and back before their backward (Megatron-Core
     ``--cpu-offloading-num-layers``, transformer/cpu_offload.py: a side stream, overlappable with the
@@ -92,5 +94,6 @@ def activation_offload_s(model: ModelSpec, cluster: ClusterSpec, config: Paralle
     n = config.activation_offload_layers
     if not n:
         return 0.0
-    layer_bytes = layer_activation_bytes(model, config.micro_batch, config.tp, config.cp, config.sp, "none")
+    layer_bytes = layer_activation_bytes(model, config.micro_batch, config.tp, config.cp, config.sp, "none",
+                                         linear_input_bytes=linear_input_bytes)
     return 2.0 * n * layer_bytes / cluster.node.pcie_bytes_per_s

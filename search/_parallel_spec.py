@@ -247,12 +247,26 @@ class TrainingSpec:
     """Adam(W): fp32 master weights + two fp32 moments (K = 12 bytes/param, Rajbhandari et al. 2020)."""
     framework: Framework = "megatron"
     """Runtime whose memory accounting and overlap behaviour apply."""
+    grad_reduce_in_bf16: bool = False
+    """Megatron-Core accumulates and reduces the gradients in bf16 (``--grad-reduce-in-bf16``;
+    Megatron-Bridge ``ddp.grad_reduce_in_fp32=False``, which its performance recipes set) instead of
+    its fp32 ``main_grad`` buffer: 2 bytes of gradient per parameter, half the data-parallel traffic."""
 
     def __post_init__(self) -> None:
         positive_int("TrainingSpec", "global_batch", self.global_batch)
         one_of("TrainingSpec", "precision", self.precision, PRECISIONS)
         one_of("TrainingSpec", "optimizer", self.optimizer, ("adam",))
         one_of("TrainingSpec", "framework", self.framework, FRAMEWORKS)
+        if not isinstance(self.grad_reduce_in_bf16, bool):
+            raise SpecError("TrainingSpec.grad_reduce_in_bf16", f"{self.grad_reduce_in_bf16!r} is not a boolean",
+                            "use true or false")
+        if self.grad_reduce_in_bf16 and self.framework != "megatron":
+            raise SpecError("TrainingSpec.grad_reduce_in_bf16", f"is a Megatron-Core option, not {self.framework}'s "
+                            "(DeepSpeed already reduces in the 16-bit type; torchtitan's bf16 reduction is not "
+                            "modelled)", "use framework 'megatron', or leave it false")
+        if self.grad_reduce_in_bf16 and self.precision == "fp16":
+            raise SpecError("TrainingSpec.grad_reduce_in_bf16", "fp16 training already reduces its gradients "
+                            "in fp16", "leave it false, or train in bf16 / fp8")
 
 
 def check_runtime(c: ParallelConfig, framework: str) -> None:

@@ -36,6 +36,7 @@ from search._error_band import error_band
 from search._errors import SpecError
 from search._fabric import NON_BLOCKING, Fabric
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
+from search._memory import saved_linear_input_bytes
 from search._memory_plan import MemoryPlan, plan_memory, stage_breakdowns
 from search._model_spec import ModelSpec
 from search._moe_terms import MoELayerTimes, moe_layer_times
@@ -381,7 +382,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     tiles_s = tiling_launch_s(model, c.tiles, max(counts), cal.collective_latency_s)
     mb_with_traffic_s = overlapped_s(slowest_mb_s, comm.per_micro_batch_s + tiles_s, cal.zero3_overlap)
     off = offload_terms(model, cluster, c, max(counts), stage_params, training.framework,
-                        comm.params_per_gpu_shard if c.zero_stage >= 1 else None)
+                        comm.params_per_gpu_shard if c.zero_stage >= 1 else None,
+                        saved_linear_input_bytes(training.framework, training.precision))
     mb_total_s = overlapped_s(mb_with_traffic_s, off.per_micro_batch_s, cal.zero3_overlap)
 
     p2p_s = pp_p2p_per_micro_batch_s(model, tokens, cluster, c, cal)

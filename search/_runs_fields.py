@@ -78,6 +78,9 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         **dict.fromkeys(("uneven_pipeline", "first_stage_layers", "last_stage_layers"), MODELLED),
         # Beyond the published schema, written by ``autopar runs export``: the layout and TP overlap as they ran.
         **dict.fromkeys(("stage_layers", "tp_comm_overlap"), MODELLED),
+        # Megatron-Core --grad-reduce-in-bf16 (TrainingSpec.grad_reduce_in_bf16); null on Megatron-Bridge rows is
+        # its performance recipes' setting (search._runs_file.megatron_bridge_defaults), elsewhere false.
+        "grad_reduce_in_bf16": MODELLED,
         "grad_accum": CHECKED,  # = global_batch / (micro_batch * dp); gives micro_batch when that is null
         # Expert parallelism as Megatron-Core folds it; a null etp is an open field (1 or tp, as tuned).
         "ep": MODELLED, "etp": MODELLED, "expert_dp": CHECKED,  # = world / (etp * ep * pp)

@@ -27,7 +27,13 @@ whenever tp > 1 (``scripts/performance/utils/utils.py`` ``WorkloadBaseConfig.seq
 (``--tp-comm-overlap``, userbuffers) is on with tp > 1 except under NVFP4 (the base recipes'
 ``CommOverlapConfig(tp_comm_overlap=True)``; the perf recipes turn it off only for NVFP4:
 ``cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4"``). Both read at
-Megatron-Bridge 067f987df03b (2026-08-22).
+Megatron-Bridge 067f987df03b (2026-08-22). A third: the performance recipes reduce gradients in
+bf16 (``grad_reduce_in_fp32 = False``, :attr:`TrainingSpec.grad_reduce_in_bf16`): set for every
+performance run by ``src/megatron/bridge/perf_recipes/_common.py`` ``_benchmark_common`` and
+``_perf_precision`` at 067f987df03b (recipes that set it back, Kimi K2, GLM-5 and Wan, are not in
+the published tables), and by each model's ``scripts/performance/configs/*/*_llm_pretrain.yaml``
+(``grad_reduce_in_fp32: false`` for Llama 3 8B/70B, Llama 3.1 405B, DeepSeek-V3, Qwen3-30B-A3B and
+Qwen3-235B-A22B) in the 25.09 container's tree (f9aad1f31).
 """
 
 from __future__ import annotations
@@ -155,8 +161,8 @@ MEGATRON_BRIDGE = "megatron-bridge"
 
 def megatron_bridge_defaults(rec: dict[str, Any], tp: int, precision: str) -> dict[str, bool]:
     """The flags a Megatron-Bridge performance row leaves null, as its recipes set them (module
-    docstring): ``sp`` = tp > 1, ``tp_comm_overlap`` = tp > 1 and not NVFP4. Empty for other rows
-    and for flags the row states."""
+    docstring): ``sp`` = tp > 1, ``tp_comm_overlap`` = tp > 1 and not NVFP4, ``grad_reduce_in_bf16``.
+    Empty for other rows and for flags the row states."""
     cfg = rec.get("config") or {}
     if MEGATRON_BRIDGE not in str(rec.get("software") or "").lower().replace(" ", "-") \
             or (cfg.get("framework") or "megatron") != "megatron":
@@ -167,6 +173,8 @@ def megatron_bridge_defaults(rec: dict[str, Any], tp: int, precision: str) -> di
     if cfg.get("tp_comm_overlap") is None:
         # Megatron-Bridge turns the overlap off where SP is off (comm_overlap.py _get_model_comm_overlap_cfgs).
         out["tp_comm_overlap"] = tp > 1 and precision != "nvfp4" and cfg.get("sp") is not False
+    if cfg.get("grad_reduce_in_bf16") is None and precision != "fp16":
+        out["grad_reduce_in_bf16"] = True
     return out
 
 
@@ -305,8 +313,12 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         tp_comm_overlap=bool(cfg.get("tp_comm_overlap") or recipe_flags.get("tp_comm_overlap", False)),
         ep=int(cfg.get("ep") or 1), etp=int(cfg.get("etp") or 1),
     )
+    grad_reduce_in_bf16 = cfg.get("grad_reduce_in_bf16")
+    if grad_reduce_in_bf16 is not None and not isinstance(grad_reduce_in_bf16, bool):
+        raise _inconsistent(rid, "config.grad_reduce_in_bf16", f"{grad_reduce_in_bf16!r} is not true, false or null")
     training = TrainingSpec(global_batch=global_batch, precision=cast(Precision, precision),
-                            framework=cast(Framework, framework))
+                            framework=cast(Framework, framework),
+                            grad_reduce_in_bf16=bool(grad_reduce_in_bf16 or recipe_flags.get("grad_reduce_in_bf16")))
     check_compatible(model, cluster.world_size, config, training)
     if cfg.get("expert_dp") is not None and int(cfg["expert_dp"]) != config.edp:
         raise _inconsistent(rid, "config.expert_dp", f"{cfg['expert_dp']} is not world / (etp*ep*pp) = {config.edp}")

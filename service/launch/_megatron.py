@@ -189,6 +189,10 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
                  "nvfp4", "--bf16"]
     else:
         args.append("--bf16")
+    if t.grad_reduce_in_bf16:
+        # The main-grad buffer and the data-parallel reduction in bf16 (arguments.py: without the flag,
+        # bf16 training sets accumulate_allreduce_grads_in_fp32).
+        args.append(_require("--grad-reduce-in-bf16", "bf16 gradient reduction"))
     args += shape_args(m, MEGATRON_SPELLING)
     if m.moe is not None and request.cluster.gpu.bf16_flop_per_s is None:  # no bf16: before Ampere (sm_80)
         raise SpecError("ClusterSpec.gpu", f"{request.cluster.gpu.name}: Megatron's grouped expert GEMMs "

@@ -50,3 +50,12 @@ def test_block_scaled_recipes_need_blackwell_and_megatron() -> None:
     for framework, target in (("deepspeed", "deepspeed"), ("fsdp", "torchtitan")):
         with pytest.raises(SpecError, match=r"TrainingSpec\.precision.*Megatron-Core only"):
             emit_target(_request("nvfp4", framework=framework), target)
+
+
+def test_bf16_gradient_reduction_is_emitted_and_passes_the_checks() -> None:
+    req = LaunchRequest(model=LLAMA, cluster=cluster_preset("dgx-h100", 1), config=ParallelConfig(dp=8, zero_stage=1),
+                        training=TrainingSpec(64, "fp8", grad_reduce_in_bf16=True))
+    args = megatron_args(req)
+    assert "--grad-reduce-in-bf16" in arg_values(args)
+    check_megatron_args(args, req.cluster.world_size)
+    assert "--grad-reduce-in-bf16" not in arg_values(megatron_args(_request("fp8", cluster="dgx-h100")))
