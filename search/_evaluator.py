@@ -80,7 +80,7 @@ class Evaluator:
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, global_batch: int, precision: str,
                  cal: Calibration, objective: str, price: float | None, min_headroom_bytes: float = 0.0,
-                 host_safety_factor: float = 1.0) -> None:
+                 host_safety_factor: float = 1.0, grad_reduce_in_bf16: bool = False) -> None:
         self.model, self.cluster, self.cal = model, cluster, cal
         self.min_headroom_bytes = min_headroom_bytes
         """GPU memory a configuration must leave free to count as feasible (a safety margin)."""
@@ -88,7 +88,9 @@ class Evaluator:
         """Multiple of the offloaded states' host memory that must fit (1: what the runtime allocates)."""
         self.objective, self.price = objective, price
         self.tokens_per_step = global_batch * model.seq_len
-        self.trainings = {fw: TrainingSpec(global_batch, cast(Precision, precision), framework=fw)
+        # Only Megatron-Core reduces gradients in bf16 (TrainingSpec refuses the flag for the others).
+        self.trainings = {fw: TrainingSpec(global_batch, cast(Precision, precision), framework=fw,
+                                           grad_reduce_in_bf16=grad_reduce_in_bf16 and fw == "megatron")
                           for fw in ("megatron", "deepspeed", "megatron-deepspeed", "fsdp")}
         self.feasible: list[tuple[Candidate, Prediction, float]] = []
         self.closest: list[tuple[tuple[float, float], int, Candidate, MemoryPlan]] = []
@@ -106,7 +108,7 @@ class Evaluator:
         self.partial_sources: list[tuple[Candidate, float, tuple[str, ...]]] = []
         """Enumerated configurations a fine-grained memory policy may improve (:meth:`derive_partials`)."""
         self.scanned = False
-        self._gpu_peak = GpuPeak(model, cal, precision)
+        self._gpu_peak = GpuPeak(model, cal, precision, grad_reduce_in_bf16)
 
     def memory(self, cand: Candidate) -> MemoryPlan:
         return predict_memory(self.model, self.cluster, cand.config, self.trainings[cand.framework], self.cal,

@@ -47,7 +47,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
            max_exhaustive: int = DEFAULT_MAX_EXHAUSTIVE, progress: ProgressFn | None = None,
            calibration: Calibration | None = None, min_headroom_bytes: float = 0.0,
            allow_untested: bool = False, allow_tiling: bool = False,
-           host_safety_factor: float = 1.0) -> SearchResult:
+           host_safety_factor: float = 1.0, grad_reduce_in_bf16: bool = False) -> SearchResult:
     """Rank the configurations of ``model`` on ``cluster`` for ``global_batch`` sequences per step.
 
     ``framework`` is a runtime or ``any``; ``objective`` is ``throughput`` (max tokens/s),
@@ -56,7 +56,9 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     configuration's predicted peak (a safety margin); ``allow_untested`` also ranks what the
     support matrix marks untested; ``allow_tiling`` also ranks DeepSpeed ZeRO-3 with memory-centric
     tiling (the model code must use ``deepspeed.zero.TiledLinear``); ``host_safety_factor`` > 1 keeps
-    that multiple of the offloaded states' host memory free (1.5: DeepSpeed's estimators).
+    that multiple of the offloaded states' host memory free (1.5: DeepSpeed's estimators);
+    ``grad_reduce_in_bf16`` reduces the gradients in bf16 (:attr:`TrainingSpec.grad_reduce_in_bf16`,
+    Megatron-Core only: restricts ``any`` to ``megatron``).
     Raises :class:`SpecError` on invalid arguments.
     """
     import optuna
@@ -75,18 +77,24 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     host_safety_factor = check_host_safety_factor(host_safety_factor)
     if (storage is None) != (study_name is None):
         raise SpecError("study_name", "storage and study_name go together", "give both, or neither")
-    TrainingSpec(global_batch, precision)  # validates batch and precision
+    # Validates batch, precision and the gradient reduction (a boolean, not with fp16); the runtime is checked below.
+    TrainingSpec(global_batch, precision, grad_reduce_in_bf16=grad_reduce_in_bf16)
     if precision in BLACKWELL_PRECISIONS:
         if framework not in ("megatron", "any"):
             raise SpecError("precision", f"{precision} is costed and emitted for Megatron-Core only, not {framework}",
                             "use framework 'megatron' (or 'any'), or precision fp8 / bf16")
         framework = "megatron"  # the only runtime whose Transformer Engine recipes autopar emits
+    if grad_reduce_in_bf16:
+        if framework not in ("megatron", "any"):
+            raise SpecError("grad_reduce_in_bf16", f"is a Megatron-Core option (--grad-reduce-in-bf16), not "
+                            f"{framework}'s", "use framework 'megatron' (or 'any'), or leave it false")
+        framework = "megatron"  # the only runtime with this option (TrainingSpec refuses it for the others)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
     space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
                             allow_tiling=allow_tiling)
     ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour, min_headroom_bytes,
-                   host_safety_factor)
+                   host_safety_factor, grad_reduce_in_bf16)
     name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
     exhaustive = storage is None and space.n_valid <= max_exhaustive and n_trials is None
     if storage is not None:
@@ -115,7 +123,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     study.set_user_attr("counts", {"space": space.size, "valid": space.n_valid, "feasible": ev.n_feasible,
                                    "evaluated": ev.n_evaluated, "exhaustive": exhaustive})
     hints = (why_no_valid(model, cluster.world_size, global_batch, framework, allow_untested) if not space.n_valid
-             else _hints(ev, model, cluster, global_batch, precision, framework, cal, top_k, allow_tiling))
+             else _hints(ev, model, cluster, global_batch, framework, cal, top_k, allow_tiling))
     # An enumerated configuration that fits uses none of the fine-grained knobs (the scan's count).
     knobs = (None if ev.scanned and ev.n_feasible else
              fine_grained_knobs([cand.config for cand in ev.fitting] or [cand.config for cand, _, _ in ev.feasible]))
@@ -144,8 +152,8 @@ def fine_grained_knobs(configs: list[ParallelConfig]) -> str | None:
     return ", ".join(sorted(used)) if used else None
 
 
-def _hints(ev: Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch: int, precision: str,
-           framework: str, cal: Calibration, top_k: int, allow_tiling: bool = False) -> tuple[str, ...]:
+def _hints(ev: Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch: int, framework: str,
+           cal: Calibration, top_k: int, allow_tiling: bool = False) -> tuple[str, ...]:
     """When fewer than ``top_k`` fit: why the closest fail and what would fit."""
     if len(ev.feasible) >= top_k or not ev.closest:
         return ()
@@ -176,10 +184,10 @@ def _hints(ev: Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch: 
     best = sorted(ev.closest, reverse=True)[0][2]
     bigger = replace(cluster, num_nodes=cluster.num_nodes * 2)
     doubled = replace(best.config, dp=best.config.dp * 2)
-    if global_batch % (doubled.dp * doubled.micro_batch) == 0:
-        training = TrainingSpec(global_batch, cast(Precision, precision), framework=best.framework)
-        if predict_memory(model, bigger, doubled, training, cal).feasible:
-            hints.append(f"fits with twice the nodes ({bigger.num_nodes}): {describe(best.framework, doubled)}")
+    # The search's own TrainingSpec of that runtime (precision, gradient reduction), so the hint agrees with it.
+    if global_batch % (doubled.dp * doubled.micro_batch) == 0 and \
+            predict_memory(model, bigger, doubled, ev.trainings[best.framework], cal).feasible:
+        hints.append(f"fits with twice the nodes ({bigger.num_nodes}): {describe(best.framework, doubled)}")
     return tuple(hints)
 
 
