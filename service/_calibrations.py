@@ -87,7 +87,8 @@ def measured_run(row: Run, db: Database) -> MeasuredRun:
         model = model_spec(ModelIn.model_validate(req["model"]))
         cluster = cluster_spec(ClusterIn.model_validate(req["cluster"]), db)[0]
         training = TrainingSpec(global_batch=int(req["training"]["global_batch"]),
-                                precision=req["training"].get("precision", "bf16"), framework=req["framework"])
+                                precision=req["training"].get("precision", "bf16"), framework=req["framework"],
+                                grad_reduce_in_bf16=req["training"].get("grad_reduce_in_bf16", False))
         config = ParallelConfig(**req["config"])
     except (KeyError, TypeError, ValueError, ValidationError) as err:  # SpecError is a ValueError
         raise ValueError(f"run {row.id} was stored in a form this autopar cannot read ({err})") from None

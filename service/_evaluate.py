@@ -77,7 +77,7 @@ def evaluate(model: ModelIn, cluster: ClusterIn, training: TrainingIn, framework
         cluster_s = scale_gpu_rates(cluster_s, gpu_rate_scale)
         config_s = parallel_config(config, cluster_s.world_size)
         training_s = TrainingSpec(global_batch=training.global_batch, precision=training.precision,
-                                  framework=framework)
+                                  framework=framework, grad_reduce_in_bf16=training.grad_reduce_in_bf16)
         prediction = predict(model_s, cluster_s, config_s, training_s, calibration,
                              host_safety_factor=host_safety_factor)
     except UnknownPresetError as err:  # cluster presets are looked up as "node" presets

@@ -109,7 +109,7 @@ def stored_specs(request: dict[str, Any], db: Database) -> Specs:
     return Specs(model_spec(ModelIn.model_validate(request["model"])), cluster_spec(cluster_in, db)[0],
                  ParallelConfig(**request["config"]),
                  TrainingSpec(global_batch=training.global_batch, precision=training.precision,
-                              framework=request["framework"]))
+                              framework=request["framework"], grad_reduce_in_bf16=training.grad_reduce_in_bf16))
 
 
 def calibration_gpu_id(gpu_spec: GPUSpec) -> str | None:
@@ -237,6 +237,8 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
             "zero_stage": c.zero_stage, "offload_optimizer": c.offload_optimizer, "offload_param": c.offload_param,
             "recompute": c.recompute, "precision": t.precision, "framework": t.framework,
             **({"tp_comm_overlap": True} if c.tp_comm_overlap else {}),
+            # Megatron-Core --grad-reduce-in-bf16 (search/_runs_file.py reads it; absent means fp32 main grads).
+            **({"grad_reduce_in_bf16": True} if t.grad_reduce_in_bf16 else {}),
             **({"uneven_pipeline": True, "stage_layers": list(c.stage_layers)} if c.stage_layers is not None else {}),
             **({"ep": c.ep, "etp": c.etp} if m.moe is not None or c.ep > 1 or c.etp > 1 else {}),
         },

@@ -33,7 +33,7 @@ from search._predict import check_precision
 from service._calibrations import Chosen, choose
 from service._calibrations import from_stored as stored_calibration
 from service._settings import Settings
-from service.request import SearchIn, cluster_spec, load_profile, model_spec
+from service.request import Runtime, SearchIn, cluster_spec, load_profile, model_spec
 from service.store import Database
 
 _SPEC_FIELDS = {"ModelSpec": "model.shape", "GPUSpec": "cluster.gpu", "NodeSpec": "cluster.node",
@@ -84,7 +84,16 @@ class ResolvedSearch:
 
     @property
     def training(self) -> TrainingSpec:
-        return TrainingSpec(self.body.training.global_batch, self.body.training.precision)
+        """The search's training, for its Megatron-Core configurations (the only runtime that may
+        reduce gradients in bf16); :meth:`training_for` gives another runtime's."""
+        return self.training_for("megatron")
+
+    def training_for(self, framework: Runtime) -> TrainingSpec:
+        """The TrainingSpec a ranked configuration of ``framework`` was predicted with (a search
+        with ``grad_reduce_in_bf16`` ranks Megatron-Core configurations only)."""
+        t = self.body.training
+        return TrainingSpec(t.global_batch, t.precision, framework=framework,
+                            grad_reduce_in_bf16=t.grad_reduce_in_bf16 and framework == "megatron")
 
     def stored(self, autopar_version: str) -> dict[str, Any]:
         """What ``Search.request`` holds."""
@@ -101,7 +110,7 @@ class ResolvedSearch:
         another search, and naming the calibration the default would pick is the same one."""
         b = self.body
         key = {"model": init_fields(self.model), "cluster": _cluster_fields(self.base_cluster),
-               "profile_id": b.cluster.profile_id, "training": b.training.model_dump(mode="json"),
+               "profile_id": b.cluster.profile_id, "training": _training_key(b),
                "framework": b.framework, "objective": b.objective, "top": b.top,
                "budget": b.budget.model_dump(mode="json"),
                "price_per_gpu_hour": b.price_per_gpu_hour if b.objective == "cost" else None,
@@ -114,12 +123,22 @@ class ResolvedSearch:
     def search_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``search.search`` after (model, cluster, global_batch)."""
         b = self.body
-        return {"precision": b.training.precision, "framework": b.framework, "objective": b.objective,
+        return {"precision": b.training.precision, "grad_reduce_in_bf16": b.training.grad_reduce_in_bf16,
+                "framework": b.framework, "objective": b.objective,
                 "top_k": b.top, "seed": b.budget.seed, "n_trials": b.budget.n_trials,
                 "timeout_s": b.budget.timeout_s, "price_per_gpu_hour": b.price_per_gpu_hour,
                 "min_headroom_bytes": b.min_headroom_gib * 2**30, "allow_untested": b.allow_untested,
                 "allow_tiling": b.allow_tiling, "host_safety_factor": b.host_safety_factor,
                 "calibration": self.calibration.calibration}
+
+
+def _training_key(body: SearchIn) -> dict[str, Any]:
+    """The training as the request hash reads it: ``grad_reduce_in_bf16`` only when set, so a request
+    without it hashes as it did before the field existed (and still finds the searches stored then)."""
+    key = body.training.model_dump(mode="json")
+    if not key["grad_reduce_in_bf16"]:
+        del key["grad_reduce_in_bf16"]
+    return key
 
 
 def _check_limits(body: SearchIn, settings: Settings) -> None:
@@ -141,7 +160,10 @@ def _specs(body: SearchIn, db: Database) -> tuple[ModelSpec, ClusterSpec]:
     try:
         model = model_spec(body.model)
         base = cluster_spec(body.cluster.model_copy(update={"profile_id": None}), db)[0]
-        TrainingSpec(body.training.global_batch, body.training.precision)
+        # Batch, precision, and bf16 gradient reduction: Megatron-Core's (framework any searches it alone), not fp16.
+        TrainingSpec(body.training.global_batch, body.training.precision,
+                     framework="megatron" if body.framework == "any" else body.framework,
+                     grad_reduce_in_bf16=body.training.grad_reduce_in_bf16)
         check_precision(base.gpu, body.training.precision)  # the GPU has the recipe's tensor cores
     except UnknownPresetError as err:
         kind = "model" if err.kind == "model" else "cluster"  # cluster presets are named after their node

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
-from search import ParallelConfig, SpecError, TrainingSpec
+from search import ParallelConfig, SpecError
 from service import store
 from service._search_request import from_stored, resolve
 from service._version import autopar_version
@@ -268,8 +268,8 @@ def get_launch(
         raise ApiError(404, "rank", f"search {search_id} has no configuration of rank {rank}",
                        f"pick a rank from GET /v1/searches/{search_id}/configs")
     resolved = from_stored(row.request, state.db)
-    training = TrainingSpec(resolved.body.training.global_batch, resolved.body.training.precision,
-                            framework=cast(Runtime, chosen.framework))
+    # What the ranked configuration was predicted with (bf16 gradient reduction included: --grad-reduce-in-bf16).
+    training = resolved.training_for(cast(Runtime, chosen.framework))
     nodes = _hosts(hosts, resolved.cluster.num_nodes)
     try:
         request = LaunchRequest(model=resolved.model, cluster=resolved.cluster,

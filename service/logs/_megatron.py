@@ -164,6 +164,8 @@ def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
         "zero_stage": zero,
         "recompute": _recompute(a),
         "precision": _precision(a),
+        # Megatron-Core --grad-reduce-in-bf16 (a bf16 gradient buffer; search.TrainingSpec.grad_reduce_in_bf16).
+        "grad_reduce_in_bf16": a.get("grad_reduce_in_bf16") is True,
         "seq_len": positive_int(a.get("seq_length")),
         "layers": positive_int(a.get("num_layers")),
         "hidden": positive_int(a.get("hidden_size")),

@@ -103,6 +103,8 @@ class ParsedLog:
     recompute: Recompute | None = None
     precision: str | None = None
     """bf16, fp16, fp8, mxfp8, nvfp4 or fp32 (which no preset models: the import refuses it)."""
+    grad_reduce_in_bf16: bool | None = None
+    """Megatron's ``--grad-reduce-in-bf16``: gradients accumulated and reduced in bf16, not fp32."""
     seq_len: int | None = None
     layers: int | None = None
     hidden: int | None = None

@@ -141,11 +141,15 @@ def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any
     if log.format == "deepspeed" and (log.pp or 1) > 1:
         framework = "megatron-deepspeed"  # DeepSpeed's PipelineEngine is the pipeline Megatron-DeepSpeed runs
         said.append("DeepSpeed pipeline engine: costed as megatron-deepspeed")
+    training: dict[str, Any] = {"global_batch": log.global_batch, **({"precision": log.precision} if log.precision
+                                                                      else {})}
+    if log.grad_reduce_in_bf16 and framework == "megatron" and log.precision != "fp16":
+        training["grad_reduce_in_bf16"] = True  # fp16 reduces in fp16 whatever the flag says
     text = "; ".join([*([notes] if notes else []), *said])
     body: dict[str, Any] = {
         "model": _given_model(log, model) if model is not None else _derived_model(log),
         "cluster": _cluster(log, cluster),
-        "training": {"global_batch": log.global_batch, **({"precision": log.precision} if log.precision else {})},
+        "training": training,
         "framework": framework,
         "config": config,
         "oom": log.oom,

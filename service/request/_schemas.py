@@ -222,12 +222,17 @@ class ClusterIn(_In):
 
 
 class TrainingIn(_In):
-    """Sequences per optimizer step and the mixed precision."""
+    """Sequences per optimizer step, the mixed precision and how the gradients are reduced."""
 
     global_batch: int = Field(ge=1, le=10_000_000)
     precision: Precision = Field(
         default="bf16", description="bf16, fp16, or low-precision GEMMs: fp8 (one scale per tensor), mxfp8 and "
         "nvfp4 (block scales; Blackwell and Megatron-Core only).")
+    grad_reduce_in_bf16: bool = Field(
+        default=False, description="Megatron-Core only (--grad-reduce-in-bf16; Megatron-Bridge "
+        "ddp.grad_reduce_in_fp32=false, which its performance recipes set): accumulate and reduce the gradients "
+        "in bf16 instead of fp32, a 2-byte gradient buffer and half the data-parallel traffic. Not with fp16 "
+        "(already reduced in fp16); a search with it ranks Megatron-Core configurations only.")
 
 
 class ConfigIn(_In):
