@@ -104,7 +104,9 @@ def emit(result: SearchResult, args: argparse.Namespace, cluster: ClusterSpec, m
     hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
     if hosts and len(hosts) != cluster.num_nodes:
         raise SpecError("--hosts", f"{len(hosts)} hosts for {cluster.num_nodes} nodes", "give one host per node")
-    training = TrainingSpec(args.global_batch, args.precision, framework=chosen.framework)
+    # What the search predicted the configuration with (a search with the flag ranks Megatron-Core alone).
+    training = TrainingSpec(args.global_batch, args.precision, framework=chosen.framework,
+                            grad_reduce_in_bf16=args.grad_reduce_in_bf16)
     request = LaunchRequest(model=model, cluster=cluster, config=chosen.config, training=training, hosts=hosts,
                             train_script=args.train_script, profile=cluster.profile, recipe=recipe_of(args))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -57,6 +57,10 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--precision", default="bf16", choices=PRECISIONS, help="mixed precision (default: bf16)")
     p.add_argument("--framework", default="any", choices=(*FRAMEWORKS, "any"),
                    help="runtime the configurations must run on; any = all four (default: any)")
+    p.add_argument("--grad-reduce-in-bf16", action="store_true",
+                   help="Megatron-Core --grad-reduce-in-bf16 (Megatron-Bridge's performance recipes set it): "
+                        "accumulate and reduce the gradients in bf16, a 2-byte gradient buffer and half the "
+                        "data-parallel traffic; ranks Megatron-Core configurations only; not with fp16")
     p.add_argument("--objective", default="throughput", choices=OBJECTIVES,
                    help="max tokens/s, min $ per token (needs --price-per-gpu-hour), or the Pareto front of "
                         "tokens/s vs memory headroom (default: throughput)")
@@ -216,7 +220,7 @@ def run_search(args: argparse.Namespace) -> int:
         label = f"{model.name} on {cluster.num_nodes} x {cluster.name}"
         with _ProgressBar(label, quiet=args.json) as bar:
             return search(model, chosen.apply(cluster), args.global_batch, precision=args.precision,
-                          framework=args.framework,
+                          framework=args.framework, grad_reduce_in_bf16=args.grad_reduce_in_bf16,
                           objective=args.objective, top_k=args.top, seed=args.seed, n_trials=args.trials,
                           timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour,
                           storage=args.storage, study_name=study_name, progress=bar,
@@ -236,7 +240,8 @@ def run_search(args: argparse.Namespace) -> int:
             with _ProgressBar(f"{model.name} on {spec}", quiet=args.json) as bar:
                 answers.append((spec, cluster, search(
                     model, cluster, args.global_batch, precision=args.precision, framework=args.framework,
-                    objective=args.objective, top_k=args.top, seed=args.seed, n_trials=args.trials,
+                    grad_reduce_in_bf16=args.grad_reduce_in_bf16, objective=args.objective, top_k=args.top,
+                    seed=args.seed, n_trials=args.trials,
                     timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour, progress=bar,
                     min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
                     allow_untested=args.allow_untested, allow_tiling=args.allow_tiling,
@@ -297,11 +302,16 @@ def _ranked_columns(columns: list[str], rows: list[list[str]]) -> list[Column]:
             for c in columns]
 
 
+def _precision(args: argparse.Namespace) -> str:
+    """The precision as the tables' header lines say it, with the gradient reduction when it is bf16."""
+    return f"{args.precision}{' (gradients reduced in bf16)' if args.grad_reduce_in_bf16 else ''}"
+
+
 def _print_result(result: SearchResult, args: argparse.Namespace) -> None:
     from search._search import describe
 
     print(f"{result.model} on {result.num_nodes} x {result.cluster} = {result.world_size} GPUs, global batch "
-          f"{args.global_batch}, {args.precision}, framework {result.framework}, objective {result.objective}")
+          f"{args.global_batch}, {_precision(args)}, framework {result.framework}, objective {result.objective}")
     cost = result.objective == "cost"
     moe = any(r.config.ep > 1 or r.config.etp > 1 for r in result.top)
     placed = any(r.config.placement != "tp-cp-ep-dp-pp" for r in result.top)  # Megatron's --use-tp-pp-dp-mapping
@@ -368,7 +378,7 @@ def _print_what_if(results: list[SearchResult], args: argparse.Namespace) -> Non
     from search._search import describe
 
     print(f"{results[0].model} on {results[0].cluster}, {results[0].num_nodes} to {results[-1].num_nodes} nodes, "
-          f"global batch {args.global_batch}, {args.precision}, framework {args.framework}, "
+          f"global batch {args.global_batch}, {_precision(args)}, framework {args.framework}, "
           f"objective {args.objective}")
     budget = args.tokens is not None
     price = budget and args.price_per_gpu_hour is not None
@@ -448,7 +458,7 @@ def _print_versus(answers: list[tuple[str, ClusterSpec, SearchResult]], args: ar
     from search._search import describe
 
     first = answers[0][2]
-    print(f"{first.model} on {first.world_size} GPUs, global batch {args.global_batch}, {args.precision}, "
+    print(f"{first.model} on {first.world_size} GPUs, global batch {args.global_batch}, {_precision(args)}, "
           f"framework {args.framework}, objective {args.objective}: the same question on {len(answers)} clusters")
     columns = ["cluster", "nodes", "NVLink domain", "fabric", "best configuration", "groups on", "tokens/s", "MFU",
                "iteration s", "peak GiB", "feasible/evaluated"]

@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--global-batch", type=int, required=True, metavar="N", help="sequences per optimizer step")
     p.add_argument("--precision", default="bf16", choices=PRECISIONS, help="mixed precision (default: bf16)")
     p.add_argument("--framework", default="megatron", choices=FRAMEWORKS, help="training runtime (default: megatron)")
+    p.add_argument("--grad-reduce-in-bf16", action="store_true",
+                   help="Megatron-Core --grad-reduce-in-bf16 (Megatron-Bridge's performance recipes set it): "
+                        "accumulate and reduce the gradients in bf16, a 2-byte gradient buffer and half the "
+                        "data-parallel traffic (--framework megatron only); not with fp16")
     p.add_argument("--profile", metavar="FILE.json",
                    help="measured hardware profile (autopar profile): replaces preset speeds where measured")
     p.add_argument("--profile-max-age-days", type=float, default=90.0, metavar="DAYS",
@@ -172,7 +176,8 @@ def describe(model: ModelSpec, cluster: ClusterSpec, c: ParallelConfig, t: Train
             f"{cluster.world_size} GPUs: dp={c.dp} tp={c.tp} pp={c.pp} vp={c.vp} cp={c.cp}"
             f"{f' ep={c.ep} etp={c.etp}' if model.moe is not None else ''}"
             f"{' sp' if c.sp else ''} micro-batch={c.micro_batch} global-batch={t.global_batch} "
-            f"zero={c.zero_stage}{offload} recompute={c.recompute}{_policies(c)} {t.precision} {t.framework}")
+            f"zero={c.zero_stage}{offload} recompute={c.recompute}{_policies(c)} {t.precision}"
+            f"{' grad-reduce-in-bf16' if t.grad_reduce_in_bf16 else ''} {t.framework}")
 
 
 def _policies(c: ParallelConfig) -> str:
@@ -195,7 +200,8 @@ def _predict(args: argparse.Namespace) -> int:
         cluster, fallbacks = apply_profile(cluster, profile)
         notes = tuple(f"stale profile: {why}" for why in stale) + fallbacks
     config = parallel_config(args, cluster.world_size)
-    training = TrainingSpec(global_batch=args.global_batch, precision=args.precision, framework=args.framework)
+    training = TrainingSpec(global_batch=args.global_batch, precision=args.precision, framework=args.framework,
+                            grad_reduce_in_bf16=args.grad_reduce_in_bf16)
     chosen = cli_calibration(args.calibration, cluster.name)
     prediction = predict(model, chosen.apply(cluster), config, training, chosen.calibration,
                          host_safety_factor=args.host_safety_factor)
