@@ -345,3 +345,50 @@ def test_refusals_are_shown_where_they_belong(browser: Any, server: Server) -> N
     expect(page.locator("#status-title")).to_contain_text("No search")
     context.close()
     watch.check(allow_console=("status of 401", "status of 422", "status of 404"))
+
+
+def test_gradient_reduction_in_bf16_is_a_checkbox_of_the_training(browser: Any, server: Server) -> None:
+    """Megatron-Core's --grad-reduce-in-bf16: refused next to the box for DeepSpeed, a search of Megatron-Core
+    configurations otherwise, said in the status line and ticked again when the search's page is opened."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    watch = Watch()
+    context, page = new_page(browser, server, watch)
+    page.goto(f"{server.base}/")
+    expect(page.get_by_label("Model preset")).to_contain_text("gpt-1.7b")
+    page.get_by_label("API token").fill(server.token)
+    page.get_by_label("Model preset").select_option("gpt-1.7b")
+    page.get_by_label("Cluster preset").select_option("dgx-a100-80gb")
+    page.get_by_label("Nodes", exact=True).fill("1")
+    page.get_by_label("Global batch").fill("64")
+    page.get_by_label("Top k").fill("3")
+    box = page.get_by_label("Reduce gradients in bf16 (Megatron-Core only)")
+    expect(box).not_to_be_checked()
+    box.check()
+    page.get_by_label("Framework", exact=True).select_option("deepspeed")
+    page.get_by_role("button", name="Start search").click()
+    expect(box).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#grad-reduce-in-bf16-error")).to_contain_text("is a Megatron-Core option, not deepspeed's")
+    expect(page).to_have_url(f"{server.base}/")
+
+    page.get_by_label("Framework", exact=True).select_option("megatron")
+    page.get_by_role("button", name="Start search").click()
+    page.wait_for_url("**/searches/*")
+    search_id = page.url.rsplit("/", 1)[1]
+    expect(page.locator("#status-sub")).to_contain_text("bf16 (gradients reduced in bf16) · megatron")
+    expect(page.locator("#status-badge")).to_have_text("done", timeout=60_000)
+    stored = get_json(f"{server.base}/v1/searches/{search_id}")
+    assert stored["request"]["training"]["grad_reduce_in_bf16"] is True
+    configs = get_json(f"{server.base}/v1/searches/{search_id}/configs")["configs"]
+    assert configs and {c["framework"] for c in configs} == {"megatron"}
+    context.close()
+
+    again_watch = Watch()
+    again, shared = new_page(browser, server, again_watch)
+    shared.goto(f"{server.base}/searches/{search_id}")
+    expect(shared.get_by_label("Global batch")).to_have_value("64")
+    expect(shared.get_by_label("Reduce gradients in bf16 (Megatron-Core only)")).to_be_checked()
+    again.close()
+    watch.check(allow_console=("status of 422",))
+    again_watch.check()

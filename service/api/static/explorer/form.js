@@ -163,6 +163,7 @@ export class SearchForm {
       body.host_safety_factor = num($('host-safety-factor').value);
     }
     if ($('allow-tiling').checked) body.allow_tiling = true;
+    if ($('grad-reduce-in-bf16').checked) body.training.grad_reduce_in_bf16 = true;
     return body;
   }
 
@@ -194,6 +195,7 @@ export class SearchForm {
     setSelect($('cluster-profile'), request.cluster?.profile_id ?? '');
     $('global-batch').value = request.training?.global_batch ?? '';
     $('precision').value = request.training?.precision ?? 'bf16';
+    $('grad-reduce-in-bf16').checked = Boolean(request.training?.grad_reduce_in_bf16);
     $('framework').value = request.framework ?? 'any';
     $('objective').value = request.objective ?? 'throughput';
     $('top').value = request.top ?? 10;

@@ -33,7 +33,8 @@ export function renderStatus(search) {
   $('status-title').textContent = what;
   const created = new Date(search.timings.created_at);
   $('status-sub').textContent = `Search ${search.id} · batch ${fmt.count(req.training.global_batch)} `
-    + `${req.training.precision} · ${req.framework} · ${req.objective} · created ${created.toLocaleString()}`;
+    + `${req.training.precision}${req.training.grad_reduce_in_bf16 ? ' (gradients reduced in bf16)' : ''} `
+    + `· ${req.framework} · ${req.objective} · created ${created.toLocaleString()}`;
   const badge = $('status-badge');
   badge.textContent = search.status;
   badge.className = `badge badge-${search.status}`;
