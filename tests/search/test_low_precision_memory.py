@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from benchmarks._tuned import completions
 from search import ParallelConfig, SpecError, TrainingSpec, cluster_preset, model_preset, predict
 from search._memory import QUANTIZED_LINEAR_INPUT_BYTES, layer_activation_bytes, saved_linear_input_bytes
-from search._runs_file import read_runs
+from search._runs_file import read_runs, run_from_record
 
 LLAMA_70B = model_preset("llama3-70b")
 H100_16 = cluster_preset("dgx-h100", 2)
@@ -113,3 +114,20 @@ def test_megatron_bridge_rows_reduce_in_bf16_unless_they_say_otherwise(tmp_path:
     [refused] = runs.refused
     assert refused.id == bad["id"]
     assert [r.field for r in refused.refusals] == ["config.grad_reduce_in_bf16"]
+
+
+def test_the_published_gb200_405b_fp8_recipe_fits_without_recomputation() -> None:
+    """Megatron-Bridge ran Llama 3.1 405B FP8 on 256 GB200 at tp4 pp16 vp4, micro-batch 1, with no
+    recomputation (its base recipe's recompute_granularity = None): 214 GiB on a 186 GiB GPU before
+    the two rules, so the model had it run out of memory. Each rule alone is not enough."""
+    run = run_from_record(_record("mbridge-26.04-gb200-llama3.1-405b-fp8-256g-gbs1536-mbs1-tp4pp16cp1vp4"))
+    assert run.training.grad_reduce_in_bf16 and run.training.precision == "fp8"
+    plain = [c for c in completions(run) if c.recompute == "none" and c.recompute_layers is None]
+    assert plain
+
+    def fits(training: TrainingSpec) -> bool:
+        return any(predict(run.model, run.cluster, c, training).feasible for c in plain)
+
+    assert fits(run.training)
+    assert not fits(replace(run.training, grad_reduce_in_bf16=False))
+    assert not fits(replace(run.training, precision="bf16"))  # 16-bit linear inputs, bf16 gradients
