@@ -171,7 +171,12 @@ class Evaluator:
             # are built where a cache misses, full plans for what is timed and the closest misses).
             states_of: dict[tuple[str, int], tuple[float, ...]] = {}
             host_fits: bool | None = None
+            # The block's (runtime, tiles) pairs: once each has failed at some micro-batch, every larger
+            # micro-batch is skipped, so the walk stops (``order`` only ranks misses among themselves).
+            live = {(runtime, tiles) for _mb, variants in entries for runtime, _p, tiles in variants}
             for mb, variants in entries:
+                if not live:
+                    break
                 m = batch // (dp * mb)
                 shared: ParallelConfig | None = None
                 acts_of: dict[float, tuple[float, ...]] = {}  # per saved linear-input width (one in 16-bit)
@@ -214,6 +219,7 @@ class Evaluator:
                     else:
                         self._peaks[(*key, mb)] = peak  # a twin a refinement starts from
                         failed_from[key] = min(mb, failed_from.get(key, mb))
+                        live.discard((runtime, tiles))
                         self._remember_miss(FitRow(block, mb, runtime, placement, tiles, peak), order, host)
                     if refine_fit if fit else (refine_miss and runtime == "megatron"):
                         kinds = self._partial_kinds((*key, mb), fit, fits_at)
