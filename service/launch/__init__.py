@@ -15,7 +15,8 @@ and the service's launch endpoint (``GET /v1/searches/{id}/configs/{rank}/launch
 from service.launch._base import EntryPoint, LaunchFiles, LaunchRequest, LaunchTarget
 from service.launch._deepspeed import check_ds_config, ds_config, emit_deepspeed, refuse_ds_config
 from service.launch._launchers import deepspeed_launcher, framework_env, slurm, torchrun
-from service.launch._megatron import check_megatron_args, emit_megatron, megatron_args
+from service.launch._megatron import emit_megatron, megatron_args
+from service.launch._megatron_checks import check_megatron_args
 from service.launch._megatron_deepspeed import (
     check_megatron_deepspeed_args,
     emit_megatron_deepspeed,

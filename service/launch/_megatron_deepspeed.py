@@ -40,16 +40,9 @@ from search import SpecError
 from ._base import EntryPoint, LaunchFiles, LaunchRequest
 from ._deepspeed import emit_deepspeed
 from ._launchers import with_torchrun
-from ._megatron import (
-    ShapeSpelling,
-    arg_values,
-    check_known_flags,
-    check_recipe_args,
-    check_request,
-    int_value,
-    read_flag_file,
-    shape_args,
-)
+from ._megatron import ShapeSpelling, check_request, shape_args
+from ._megatron_checks import arg_values, check_known_flags, check_recipe_args, int_value
+from ._megatron_flags import read_flag_file
 from ._megatron_recipe import MEGATRON_DEEPSPEED_RECIPE, model_settings, recipe_args
 from ._pipeline_split import deepspeed_partition_method
 from ._shell import in_launch_dir

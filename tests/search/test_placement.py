@@ -10,7 +10,8 @@ from search._parallel_spec import Placement
 from search._placement import cp_group, dp_cp_group, edp_group, ep_group, pp_group, tp_group
 from search._space import enumerate_space
 from service.launch._base import LaunchRequest
-from service.launch._megatron import check_megatron_args, megatron_args
+from service.launch._megatron import megatron_args
+from service.launch._megatron_checks import check_megatron_args
 
 ALT: Placement = "tp-cp-ep-pp-dp"
 

@@ -11,7 +11,9 @@ import pytest
 import search
 from search import SpecError
 from service.launch._base import LaunchRequest
-from service.launch._megatron import FLAGS_FILE, check_megatron_args, emit_megatron, megatron_args, megatron_flags
+from service.launch._megatron import emit_megatron, megatron_args
+from service.launch._megatron_checks import check_megatron_args
+from service.launch._megatron_flags import FLAGS_FILE, megatron_flags
 from tests.service.launch.enumerated import megatron_sample
 
 GOLDEN = Path(__file__).parent / "golden" / "megatron_gpt3_175b_tp8_pp8.txt"

@@ -12,7 +12,9 @@ import search
 from search import ModelSpec, ParallelConfig, SpecError, TrainingSpec
 from search._moe_spec import MoESpec
 from service.launch._base import LaunchRequest
-from service.launch._megatron import arg_values, check_megatron_args, emit_megatron, megatron_args, megatron_flags
+from service.launch._megatron import emit_megatron, megatron_args
+from service.launch._megatron_checks import arg_values, check_megatron_args
+from service.launch._megatron_flags import megatron_flags
 from tests.service.launch.enumerated import DEEPSEEK_V3, MIXTRAL, QWEN3_30B_A3B, expert_samples
 
 MOE_FLAGS = ("--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq",

@@ -12,7 +12,9 @@ import pytest
 import search
 from service.launch._base import LaunchRequest
 from service.launch._deepspeed import check_ds_config, emit_deepspeed
-from service.launch._megatron import check_megatron_args, megatron_args, megatron_flags
+from service.launch._megatron import megatron_args
+from service.launch._megatron_checks import check_megatron_args
+from service.launch._megatron_flags import megatron_flags
 
 
 def _megatron(config: search.ParallelConfig) -> list[str]:

@@ -8,7 +8,8 @@ import pytest
 
 from search import ParallelConfig, SpecError, TrainingSpec, cluster_preset, model_preset
 from service.launch._base import LaunchRequest
-from service.launch._megatron import arg_values, check_megatron_args, emit_megatron, megatron_args
+from service.launch._megatron import emit_megatron, megatron_args
+from service.launch._megatron_checks import arg_values, check_megatron_args
 from service.launch._targets import emit_target
 
 LLAMA = model_preset("llama3-8b")

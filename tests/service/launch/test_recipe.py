@@ -14,7 +14,8 @@ import search
 from search import SpecError
 from service.cli import main
 from service.launch import LaunchRequest, TrainingRecipe, emit_target, placeholder, recipe_from_dict
-from service.launch._megatron import check_megatron_args, megatron_args
+from service.launch._megatron import megatron_args
+from service.launch._megatron_checks import check_megatron_args
 from service.launch._megatron_deepspeed import megatron_deepspeed_args
 
 ROOT = Path(__file__).parents[3]

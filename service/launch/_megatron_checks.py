@@ -1,0 +1,379 @@
+"""Megatron-LM's argument rules, re-implemented: :func:`check_megatron_args` refuses a flag the pinned
+release lacks (:mod:`service.launch._megatron_flags`) and the values Megatron's ``validate_args`` (and its
+micro-batch calculator) would refuse: parallel sizes against the world, the interleaved schedule, the
+pipeline split, mixtures of experts, latent attention and multi-token prediction (rules from
+``shared/reference/frameworks.md`` §5 and ``frameworks_2.md`` sec. 3, megatron-core ``core_v0.19.0``'s
+``arguments.py``, ``transformer_config.py`` and ``pipeline_parallel_layer_layout.py``). The helpers that
+read an argument list (:func:`arg_values`, :func:`int_value`, ...) serve Megatron-DeepSpeed's checks too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+
+from search import SpecError
+from search._pipeline_layout import megatron_account_for, megatron_first_last, megatron_layout
+
+from ._megatron_flags import megatron_flags, megatron_release
+
+_FIELD = "megatron_args"
+
+
+def arg_values(argv: Sequence[str]) -> dict[str, str | None]:
+    """``--flag`` -> its value (the next word when that is not a flag), or None for a switch."""
+    out: dict[str, str | None] = {}
+    for i, word in enumerate(argv):
+        if word.startswith("--"):
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            out[word] = nxt if nxt is not None and not nxt.startswith("--") else None
+    return out
+
+
+def is_placeholder(text: str | None) -> bool:
+    """A value the shell fills in at launch (a recipe placeholder): not known here."""
+    return text is not None and text.startswith("${")
+
+
+def _flag_number(values: dict[str, str | None], flag: str, field: str, convert: type[int] | type[float],
+                 noun: str) -> int | float | None:
+    """``flag``'s value converted, None when absent or a placeholder; SpecError on ``field`` otherwise."""
+    text = values.get(flag)
+    if text is None or is_placeholder(text):
+        return None
+    try:
+        return convert(text)
+    except ValueError:
+        raise SpecError(field, f"{flag} {text!r} is not {noun}", f"give {flag} {noun}") from None
+
+
+def int_value(values: dict[str, str | None], flag: str, default: int | None, field: str = _FIELD) -> int | None:
+    """``flag``'s integer value, ``default`` when absent or a placeholder; SpecError on ``field`` when not an
+    integer."""
+    if flag in values and values[flag] is None:
+        raise SpecError(field, f"{flag} has no value", f"give {flag} an integer")
+    number = _flag_number(values, flag, field, int, "an integer")
+    return default if number is None else int(number)
+
+
+def check_known_flags(argv: Sequence[str], flags: frozenset[str], field: str, framework: str, pin: str) -> None:
+    """Refuse a ``--flag`` of ``argv`` that is not in ``flags``, the flag list of ``framework`` at its
+    pinned ``pin`` (a release or a commit)."""
+    for word in argv:
+        if word.startswith("--") and word not in flags:
+            raise SpecError(field, f"{word} is not an argument of {framework}",
+                            f"remove it or use the flag that {pin} defines")
+
+
+def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
+    """Raise SpecError unless every flag exists at the pinned release and the values pass
+    the rules of Megatron's ``validate_args`` (and of its micro-batch calculator)."""
+    check_known_flags(argv, megatron_flags(), _FIELD, f"Megatron-LM ({megatron_release()})", "release")
+    v = arg_values(argv)
+    if "--fp4-format" in v and "--fp8-format" in v:  # arguments.py:1065
+        raise SpecError(_FIELD, "--fp4-format and --fp8-format cannot be used simultaneously",
+                        "choose one low-precision format")
+    bad_fp4 = "--fp4-format" in v and v["--fp4-format"] != "e2m1"
+    bad_recipe = "--fp8-recipe" in v and v["--fp8-recipe"] not in ("tensorwise", "delayed", "mxfp8", "blockwise")
+    if bad_fp4 or bad_recipe:  # transformer_config.py:573, 652 (the Literal values)
+        raise SpecError(_FIELD, "an FP4 format other than e2m1 or an unknown --fp8-recipe",
+                        "use --fp4-format e2m1, and --fp8-recipe tensorwise, delayed, mxfp8 or blockwise")
+    tp = int_value(v, "--tensor-model-parallel-size", 1) or 1
+    pp = int_value(v, "--pipeline-model-parallel-size", 1) or 1
+    cp = int_value(v, "--context-parallel-size", 1) or 1
+    if world_size % (tp * pp * cp):
+        raise SpecError(_FIELD, f"world size ({world_size}) is not divisible by tp*pp*cp ({tp * pp * cp})",
+                        "choose degrees whose product divides the GPU count")
+    dp = world_size // (tp * pp * cp)
+    micro = int_value(v, "--micro-batch-size", 1) or 1
+    glob = int_value(v, "--global-batch-size", micro * dp) or micro * dp
+    if glob % (micro * dp):
+        raise SpecError(_FIELD, f"global batch size ({glob}) is not divisible by micro batch size ({micro}) "
+                        f"times data parallel size ({dp})", "make the global batch a multiple of micro * dp")
+    layers = int_value(v, "--num-layers", None)
+    per_stage = int_value(v, "--num-layers-per-virtual-pipeline-stage", None)
+    _check_pipeline_split(v, layers, pp, per_stage)
+    vp_given = int_value(v, "--num-virtual-stages-per-pipeline-rank", None)
+    if vp_given is not None and vp_given > 1 and (glob // (micro * dp)) % pp:
+        raise SpecError(_FIELD, f"{glob // (micro * dp)} micro-batches per step is not a multiple of the pipeline "
+                        f"size ({pp}), which Megatron-Core's interleaved schedule needs",
+                        "choose a global batch or micro-batch size giving a multiple of pp micro-batches")
+    if per_stage is not None:
+        if layers is None or layers % pp:
+            raise SpecError(_FIELD, f"num layers ({layers}) is not divisible by pipeline size ({pp})",
+                            "give --num-layers a multiple of --pipeline-model-parallel-size")
+        if per_stage <= 0 or (layers // pp) % per_stage:
+            raise SpecError(_FIELD, f"layers per pipeline stage ({layers // pp}) is not divisible by "
+                            f"--num-layers-per-virtual-pipeline-stage ({per_stage})",
+                            "choose a divisor of layers / pp")
+        n_micro = glob // (micro * dp)
+        if n_micro % pp:
+            raise SpecError(_FIELD, f"{n_micro} micro-batches per step is not a multiple of the pipeline size "
+                            f"({pp}), which Megatron-Core's interleaved schedule needs (its micro-batch group "
+                            "per virtual stage defaults to pp)",
+                            "choose a global batch or micro-batch size giving a multiple of pp micro-batches")
+    if "--sequence-parallel" in v and tp == 1:
+        raise SpecError(_FIELD, "--sequence-parallel needs --tensor-model-parallel-size > 1 "
+                        "(Megatron silently turns it off)", "drop --sequence-parallel or use tp > 1")
+    if "--tp-comm-overlap" in v and "--sequence-parallel" not in v:
+        raise SpecError(_FIELD, "--tp-comm-overlap needs --sequence-parallel (arguments.py:1401)",
+                        "add --sequence-parallel or drop --tp-comm-overlap")
+    if "--overlap-param-gather" in v and not ({"--use-distributed-optimizer", "--use-megatron-fsdp"} & v.keys()):
+        raise SpecError(_FIELD, "--overlap-param-gather is only supported with the distributed optimizer",
+                        "add --use-distributed-optimizer or drop --overlap-param-gather")
+    if "--overlap-param-gather" in v and "--overlap-grad-reduce" not in v:
+        raise SpecError(_FIELD, "--overlap-param-gather needs --overlap-grad-reduce",
+                        "add --overlap-grad-reduce or drop --overlap-param-gather")
+    seq = int_value(v, "--seq-length", None)
+    if cp > 1 and seq is not None and seq % (2 * cp):
+        raise SpecError(_FIELD, f"seq length ({seq}) is not a multiple of 2 * context parallel size ({2 * cp})",
+                        "choose a cp with seq_len % (2*cp) == 0")
+    heads = int_value(v, "--num-attention-heads", None)
+    if heads is not None and heads % tp:
+        raise SpecError(_FIELD, f"attention heads ({heads}) are not divisible by tp ({tp})",
+                        "choose a tp that divides the head count")
+    hidden = int_value(v, "--hidden-size", None)
+    if heads and hidden is not None and "--kv-channels" not in v and hidden % heads:
+        raise SpecError(_FIELD, f"hidden size ({hidden}) is not divisible by the attention heads ({heads}) and "
+                        "--kv-channels is not given (validate_args)", "give the head width as --kv-channels")
+    _check_experts(v, world_size, tp, pp, layers)
+    _check_latent_attention(v)
+    check_recipe_args(v, _FIELD)
+    int_value(v, "--rotary-base", None)  # type=int in arguments.py
+    if "--mock-data" in v and "--data-path" in v:
+        raise SpecError(_FIELD, "A single data source must be provided (--mock-data and --data-path)",
+                        "give one of them")
+
+
+_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "quantile_balancing", "none")
+_DROPPING_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "none")
+
+
+def _check_experts(v: dict[str, str | None], world_size: int, tp: int, pp: int, layers: int | None) -> None:
+    """The MoE rules of megatron-core 0.19 (``arguments.py:1593-1603``, ``transformer_config.py``
+    ``__post_init__``, ``parallel_state.py:815-905``, ``gpt_layer_specs.py``) and the docs' "you must
+    enable Sequence Parallelism" with tp and ep (frameworks_2.md sec. 3.2)."""
+    experts = int_value(v, "--num-experts", None) or None  # 0 means none
+    ep = int_value(v, "--expert-model-parallel-size", 1) or 1
+    etp = int_value(v, "--expert-tensor-parallel-size", tp) or tp  # default: tp
+    if experts is None:
+        if ep > 1:
+            raise SpecError(_FIELD, "num_experts must be non None to use expert model parallelism",
+                            "give --num-experts or drop --expert-model-parallel-size")
+        if "--moe-ffn-hidden-size" in v and not _mixed_layers(v, layers):
+            raise SpecError(_FIELD, "moe_ffn_hidden_size is set but num_experts is None",
+                            "give --num-experts or drop --moe-ffn-hidden-size")
+        return
+    if experts % ep:
+        raise SpecError(_FIELD, f"Number of experts ({experts}) should be a multiple of expert model parallel_size "
+                        f"({ep})", "choose an ep that divides the experts")
+    if etp > 1 and "--disable-bias-linear" not in v:
+        raise SpecError(_FIELD, f"Bias in Moe is only supported when ETP==1 (etp is {etp})",
+                        "add --disable-bias-linear or give --expert-tensor-parallel-size 1")
+    if world_size % (etp * ep * pp):
+        raise SpecError(_FIELD, f"world size ({world_size}) is not divisible by etp*ep*pp ({etp * ep * pp}): the "
+                        "expert layers fold onto the attention layers' GPUs", "choose ep*etp dividing tp*cp*dp")
+    if ep > 1 and tp > 1 and "--sequence-parallel" not in v:
+        raise SpecError(_FIELD, "expert parallelism with tensor parallelism needs --sequence-parallel "
+                        "(parallelism-guide.md; the code only warns)", "add --sequence-parallel")
+    topk = int_value(v, "--moe-router-topk", 2) or 2
+    if topk > experts:
+        raise SpecError(_FIELD, f"--moe-router-topk {topk} is more than the {experts} experts",
+                        "route each token to at most --num-experts experts")
+    balancing = v.get("--moe-router-load-balancing-type") or "aux_loss"
+    if balancing not in _BALANCING:
+        raise SpecError(_FIELD, f"--moe-router-load-balancing-type {balancing!r} is not one of {', '.join(_BALANCING)}",
+                        "give one of them")
+    if (topk == 1 and (v.get("--moe-router-score-function") or "softmax") == "softmax"
+            and "--moe-router-pre-softmax" not in v and balancing != "sinkhorn"):
+        raise SpecError(_FIELD, "Please use --moe-router-pre-softmax when topk is 1", "add --moe-router-pre-softmax")
+    dispatcher = v.get("--moe-token-dispatcher-type") or "allgather"
+    if dispatcher not in ("allgather", "alltoall", "flex"):
+        raise SpecError(_FIELD, f"--moe-token-dispatcher-type {dispatcher!r} is not allgather, alltoall or flex",
+                        "give one of them")
+    capacity = float_value(v, "--moe-expert-capacity-factor", _FIELD)
+    if capacity is not None and capacity >= 0 and balancing not in _DROPPING_BALANCING:
+        raise SpecError(_FIELD, "moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, "
+                        "global_aux_loss or none load balancing", "change the balancing type or drop the factor")
+    if "--moe-pad-expert-input-to-capacity" in v and (capacity is None or capacity < 0):
+        raise SpecError(_FIELD, "moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity",
+                        "give --moe-expert-capacity-factor")
+    float_value(v, "--moe-aux-loss-coeff", _FIELD)
+    for flag, size, what in (("--moe-ffn-hidden-size", etp, "expert tensor-parallel size"),
+                             ("--moe-shared-expert-intermediate-size", tp, "tensor-parallel size")):
+        width = int_value(v, flag, None)
+        if width is not None and (width <= 0 or width % size):
+            raise SpecError(_FIELD, f"{flag} {width} is not a positive multiple of the {what} ({size}), "
+                            "over which its columns are split", f"choose a {what} that divides it")
+    if layers is not None:
+        _moe_layer_pattern(v, layers)
+
+
+def _mixed_layers(v: dict[str, str | None], layers: int | None) -> bool:
+    """Some layers dense by --moe-layer-freq (a list with a 0, or a frequency > 1)."""
+    pattern = _moe_layer_pattern(v, layers)
+    return 0 in pattern if isinstance(pattern, list) else pattern > 1
+
+
+def _moe_layer_pattern(v: dict[str, str | None], layers: int | None) -> int | list[int]:
+    """``--moe-layer-freq`` as ``moe_freq_type`` reads it: a positive integer, or a list expression of
+    digits, ``[]``, ``()``, ``+``, ``*`` and commas, evaluated here without ``eval``; the list has one
+    0 (dense) or 1 (MoE) per layer (``gpt_layer_specs.py``)."""
+    text = v.get("--moe-layer-freq") or "1"
+    if "[" not in text:
+        freq = int_value(v, "--moe-layer-freq", 1) or 0
+        if freq <= 0:
+            raise SpecError(_FIELD, f"--moe-layer-freq {text!r} is not a positive integer", "give 1 or a list")
+        return freq
+    try:
+        if re.search(r"[^,\d\[\]()+*]", text):
+            raise ValueError("characters other than digits, [], (), +, * and commas")
+        pattern = _list_expression(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError) as exc:
+        raise SpecError(_FIELD, f"--moe-layer-freq {text!r} is not a list expression: {exc}",
+                        "write it as e.g. ([0]*3+[1]*58)") from None
+    if not isinstance(pattern, list) or any(x not in (0, 1) for x in pattern):
+        raise SpecError(_FIELD, f"--moe-layer-freq {text!r} is not a list of 0 and 1", "give 0 (dense) or 1 (MoE)")
+    if layers is not None and len(pattern) != layers:
+        raise SpecError(_FIELD, f"--moe-layer-freq has {len(pattern)} entries, --num-layers is {layers}",
+                        "give one entry per layer")
+    return pattern
+
+
+def _list_expression(node: ast.expr) -> int | list[int]:
+    """Integers, lists of integers, ``+`` and ``*`` of them (at most 100,000 entries)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.List):
+        items = [_list_expression(e) for e in node.elts]
+        if all(isinstance(i, int) for i in items):
+            return [i for i in items if isinstance(i, int)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        left, right = _list_expression(node.left), _list_expression(node.right)
+        if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
+            return left + right
+        if isinstance(node.op, ast.Mult) and isinstance(left, list) and isinstance(right, int):
+            if len(left) * right > 100_000:
+                raise ValueError("more than 100,000 entries")
+            return left * right
+    raise ValueError("only lists of integers joined by + and repeated by * are read")
+
+
+def _check_latent_attention(v: dict[str, str | None]) -> None:
+    """Multi-latent attention rules (``arguments.py:1892``, ``transformer_config.py``
+    ``MLATransformerConfig.__post_init__``, ``argument_utils.py:335-341``) and MTP's position embeddings
+    (``arguments.py:1861-1866``)."""
+    position = v.get("--position-embedding-type") or "learned_absolute"
+    if "--multi-latent-attention" in v:
+        if "--group-query-attention" in v:
+            raise SpecError(_FIELD, "Group query attention is mutually exclusive with multi latent attention",
+                            "drop --group-query-attention")
+        if v.get("--rope-type") == "rope" and position == "rope" and "--no-rope-fusion" not in v:
+            raise SpecError(_FIELD, "apply_rope_fusion for MLA only works with YARN RoPE",
+                            "add --no-rope-fusion or drop --rope-type rope")
+        for flag in ("--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"):
+            if (int_value(v, flag, 1) or 0) <= 0:
+                raise SpecError(_FIELD, f"{flag} must be a positive integer", f"give {flag} a positive width")
+    elif v.get("--rope-type") not in (None, "rope"):
+        raise SpecError(_FIELD, f"Common attention only support rope_type=\"rope\", but got {v['--rope-type']}",
+                        "drop --rope-type or use --multi-latent-attention")
+    if (int_value(v, "--mtp-num-layers", 0) or 0) and position not in ("learned_absolute", "rope", "mrope", "none"):
+        raise SpecError(_FIELD, f"Multi-Token Prediction (MTP) is not supported with {position!r} position "
+                        "embedding type", "use rope or learned_absolute position embeddings")
+
+
+def float_value(values: dict[str, str | None], flag: str, field: str) -> float | None:
+    """``flag``'s number, None when absent or a placeholder; SpecError on ``field`` when not a number."""
+    number = _flag_number(values, flag, field, float, "a number")
+    return None if number is None else float(number)
+
+
+def check_recipe_args(v: dict[str, str | None], field: str) -> None:
+    """``validate_args``' rules on the recipe (both forks): iteration- or sample-based training, one
+    warmup form, ``--min-lr <= --lr``, ``--save`` with a positive ``--save-interval``."""
+    if "--train-iters" in v and "--train-samples" in v:
+        raise SpecError(field, "expected iteration-based training (--train-iters with --train-samples)",
+                        "give one of them")
+    if (int_value(v, "--lr-warmup-iters", 0, field) or 0) and "--lr-warmup-fraction" in v:
+        raise SpecError(field, "can only specify one of lr-warmup-fraction and lr-warmup-iters", "give one")
+    lr, min_lr = float_value(v, "--lr", field), float_value(v, "--min-lr", field)
+    if lr is not None and min_lr is not None and min_lr > lr:
+        raise SpecError(field, f"--min-lr {min_lr} is above --lr {lr}", "give --min-lr <= --lr")
+    if "--save" in v and (int_value(v, "--save-interval", None, field) or 0) <= 0:
+        raise SpecError(field, "--save needs a positive --save-interval", "add --save-interval N")
+    for flag in ("--norm-epsilon", "--layernorm-epsilon", "--weight-decay", "--clip-grad", "--adam-beta1",
+                 "--adam-beta2", "--adam-eps", "--rope-scaling-factor", "--rotary-percent"):
+        float_value(v, flag, field)
+
+
+_SPLIT_FLAGS = ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+                "--pipeline-model-parallel-layout")
+
+
+def _check_pipeline_split(v: dict[str, str | None], layers: int | None, pp: int, per_stage: int | None) -> None:
+    """validate_args' pipeline-split rules (frameworks_2.md sec. 1.1): at most one VP/layout flag; the
+    layout string excludes first/last and account-for; first/last exclude account-for; the uneven
+    forms take vp as --num-virtual-stages-per-pipeline-rank; without any of them pp divides the layers."""
+    given = [f for f in _SPLIT_FLAGS if f in v]
+    vp_flags = [f for f in ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                            "--pipeline-model-parallel-layout") if f in v]
+    if len(vp_flags) > 1:
+        raise SpecError(_FIELD, f"at most one of {', '.join(vp_flags)} may be given (arguments.py:894-905)",
+                        "keep one way of giving the virtual stages")
+    if "--pipeline-model-parallel-layout" in v and len(given) > 1:
+        raise SpecError(_FIELD, "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments",
+                        "use the layout string alone")
+    first_last = {"--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"} & set(given)
+    account = {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"} & set(given)
+    if first_last and account:
+        raise SpecError(_FIELD, "first/last-stage layer counts cannot be combined with account-for-embedding/loss "
+                        "(transformer_config.py:1923-1933)", "use one form")
+    if (first_last or account) and per_stage is not None:
+        raise SpecError(_FIELD, "with an uneven pipeline give vp as --num-virtual-stages-per-pipeline-rank "
+                        "(arguments.py:921)", "replace --num-layers-per-virtual-pipeline-stage")
+    if layers is None or pp == 1:
+        return
+    vp = int_value(v, "--num-virtual-stages-per-pipeline-rank", None) or 1
+    try:
+        if "--pipeline-model-parallel-layout" in v:
+            layout = _without_mtp(str(v["--pipeline-model-parallel-layout"]), pp,
+                                  int_value(v, "--mtp-num-layers", 0) or 0)
+            counts, _vp = megatron_layout(layout, pp)
+            if sum(counts) != layers:
+                raise SpecError(_FIELD, f"the layout holds {sum(counts)} layers, --num-layers is {layers}",
+                                "make the layout's t count equal --num-layers")
+        elif first_last:
+            megatron_first_last(layers, pp, vp, int_value(v, "--decoder-first-pipeline-num-layers", 0) or 0,
+                                int_value(v, "--decoder-last-pipeline-num-layers", 0) or 0)
+        elif account:
+            megatron_account_for(layers, pp, vp, "--account-for-embedding-in-pipeline-split" in v,
+                                 "--account-for-loss-in-pipeline-split" in v)
+        elif layers % pp:
+            raise SpecError(_FIELD, f"num layers ({layers}) is not divisible by pipeline size ({pp}) "
+                            "(arguments.py:951-962)", "give an uneven split or a pp that divides the layers")
+    except SpecError as exc:
+        raise SpecError(_FIELD, exc.problem, exc.fix) from None
+
+
+_UNROLL = (re.compile(r"\(([^)]+)\)\*(\d+)"), re.compile(r"(.)\*(\d+)"))
+"""``PipelineParallelLayerLayout.parse_str_to_list``'s unrolling of ``(...)*n`` and ``x*n``."""
+
+
+def _without_mtp(layout: str, pp: int, mtp: int) -> str:
+    """The layout without its multi-token-prediction ``m`` entries, which ``validate_layer_layout`` wants
+    as many as --mtp-num-layers, all in one stage that is the last virtual stage of its rank, after every
+    decoder layer."""
+    text = layout.replace(",", "")
+    for pattern in _UNROLL:
+        text = pattern.sub(lambda x: x.group(1) * int(x.group(2)), text)
+    stages = text.split("|")
+    holding = [i for i, stage in enumerate(stages) if "m" in stage]
+    if text.count("m") != mtp:
+        raise SpecError(_FIELD, f"the layout holds {text.count('m')} MTP layers (m), --mtp-num-layers is {mtp}",
+                        "give one m per multi-token-prediction layer")
+    if holding and (len(holding) > 1 or holding[0] < len(stages) - pp or "t" in text[text.index("m"):]):
+        raise SpecError(_FIELD, "the MTP layers (m) must share one stage, the last virtual stage of its rank, "
+                        "after every decoder layer (pipeline_parallel_layer_layout.py)", "put every m before L")
+    return text.replace("m", "")
