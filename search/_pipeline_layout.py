@@ -10,15 +10,20 @@ sec. 1, each with its source) and raise :class:`SpecError` naming the rule a lay
   :func:`megatron_layout` (``--pipeline-model-parallel-layout``, e.g. ``"E|(t|)*126,L"``);
 * DeepSpeed's ``PipelineModule`` (Megatron-DeepSpeed): :func:`deepspeed_partition`;
 * torchtitan 0.3.0: :func:`torchtitan_split` (``pipeline_parallel_first/last_stage_less_layers``);
-* :func:`balanced` gives the split that minimises the slowest rank, the search's candidate.
+* :func:`balanced` gives the split that minimises the slowest rank, the search's candidate;
+* :func:`pipeline_options` lists, for pp ranks, every (vp, layout) each runtime can express.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from functools import cache, partial
 
+from search._checks import divisors
 from search._errors import SpecError
+from search._parallel_spec import FRAMEWORKS, Framework
 
 Layout = tuple[int, ...]
 FIELD = "ParallelConfig.stage_layers"
@@ -196,3 +201,69 @@ def head_layers(vocab: int, hidden: int, params_per_layer: int, seq_len: int) ->
 
 __all__ = ["Layout", "balanced", "deepspeed_partition", "even", "head_layers", "megatron_account_for",
            "megatron_first_last", "megatron_layout", "torchtitan_split"]
+
+
+PipelineOption = tuple[int, Layout | None, tuple[Framework, ...]]
+"""(vp, per-rank layer counts or None for the even split, the runtimes that express it)."""
+
+
+@cache
+def pipeline_options(runtimes: tuple[Framework, ...], layers: int, pp: int, head_w: float,
+                      allow_untested: bool = False) -> tuple[PipelineOption, ...]:
+    """The pipeline layouts each runtime can express for ``pp`` ranks (the forms above), what the
+    search enumerates and ``benchmarks/_tuned.py`` completes an unstated split with:
+
+    * even (``layers % pp == 0``), with every vp that divides the layers per rank (all runtimes;
+      Megatron-DeepSpeed only vp = 1);
+    * megatron: the embedding and loss counted as layer slots (``--account-for-*``, Llama 3
+      405B's form) with each vp that divides the slots per rank, and the split that minimises the
+      slowest rank given the output layer's weight ``head_w`` (in layers) where the
+      first/last-stage flags express it;
+    * fsdp: torchtitan's default split (one layer fewer on the first and the last stage) with 1 or
+      2 stages per rank;
+    * megatron-deepspeed: DeepSpeed's ``type:transformer`` partition (the pinned fork's), and with
+      ``allow_untested`` ``type:transformer|embedding`` (BLOOM's: only the BigScience fork's
+      ``--pp-partition-method`` makes it; the support matrix marks it untested).
+    """
+    if pp == 1:
+        return ((1, None, runtimes),)
+    found: dict[tuple[int, Layout | None], list[Framework]] = {}
+
+    def add(vp: int, layout: Layout | None, runtime: Framework) -> None:
+        if layout is not None and len(set(layout)) == 1 and layers % (pp * vp) == 0:
+            layout = None  # an even split is the default, spelled once
+        found.setdefault((vp, layout), [])
+        if runtime not in found[(vp, layout)]:
+            found[(vp, layout)].append(runtime)
+
+    for runtime in runtimes:
+        if layers % pp == 0:
+            for vp in (divisors(layers // pp) if runtime != "megatron-deepspeed" else [1]):
+                add(vp, None, runtime)
+        try_forms: list[tuple[int, Callable[[], Layout]]] = []
+        if runtime == "megatron":
+            slots = layers + 2
+            if slots % pp == 0:
+                try_forms += [(vp, partial(megatron_account_for, layers, pp, vp)) for vp in divisors(slots // pp)]
+            try:
+                split = balanced(layers, pp, head_w)
+            except SpecError:
+                split = ()
+            if split and len(set(split[1:-1])) <= 1:
+                step = math.gcd(split[0], split[-1], split[1] if pp > 2 else 0)
+                try_forms += [(vp, partial(megatron_first_last, layers, pp, vp, split[0], split[-1]))
+                              for vp in divisors(step)]
+        elif runtime == "fsdp":
+            try_forms += [(vp, partial(torchtitan_split, layers, pp, vp)) for vp in (1, 2)]
+        elif runtime == "megatron-deepspeed":
+            methods = ("type:transformer", "type:transformer|embedding") if allow_untested else ("type:transformer",)
+            try_forms += [(1, partial(deepspeed_partition, layers, pp, method)) for method in methods]
+        for vp, build in try_forms:
+            try:
+                add(vp, build(), runtime)
+            except SpecError:
+                continue
+    order = {r: i for i, r in enumerate(FRAMEWORKS)}
+    return tuple((vp, layout, tuple(sorted(rs, key=order.__getitem__)))
+                 for (vp, layout), rs in sorted(found.items(), key=lambda kv: (kv[0][1] is not None, kv[0][0],
+                                                                                kv[0][1] or ())))

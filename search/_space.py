@@ -56,25 +56,16 @@ De-duplication (one entry per configuration that runs the same, the simplest kep
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache
 from typing import Literal, NamedTuple, get_args
 
 from search._checks import divisors
 from search._errors import SpecError
 from search._model_spec import ModelSpec
 from search._parallel_spec import Framework, Offload, ParallelConfig, Placement, Recompute
-from search._pipeline_layout import (
-    Layout,
-    balanced,
-    deepspeed_partition,
-    head_layers,
-    megatron_account_for,
-    megatron_first_last,
-    torchtitan_split,
-)
+from search._pipeline_layout import Layout, head_layers, pipeline_options
 from search._support import SupportStatus, cached_status, model_entries_for, model_status
 from search._tiling import TILE_COUNTS
 
@@ -251,71 +242,6 @@ def _runs(runtime: Framework, tp: int, pp: int, cp: int, vp: int, allow_untested
 # flight than the cost model's interleaved memory and bubble terms assume, so it is not emitted.
 
 
-PipelineOption = tuple[int, Layout | None, tuple[Framework, ...]]
-"""(vp, per-rank layer counts or None for the even split, the runtimes that express it)."""
-
-
-@cache
-def _pipeline_options(runtimes: tuple[Framework, ...], layers: int, pp: int, head_w: float,
-                      allow_untested: bool = False) -> tuple[PipelineOption, ...]:
-    """The pipeline layouts each runtime can express for ``pp`` ranks (:mod:`search._pipeline_layout`):
-
-    * even (``layers % pp == 0``), with every vp that divides the layers per rank (all runtimes;
-      Megatron-DeepSpeed only vp = 1);
-    * megatron: the embedding and loss counted as layer slots (``--account-for-*``, Llama 3
-      405B's form) with each vp that divides the slots per rank, and the split that minimises the
-      slowest rank given the output layer's weight ``head_w`` (in layers) where the
-      first/last-stage flags express it;
-    * fsdp: torchtitan's default split (one layer fewer on the first and the last stage) with 1 or
-      2 stages per rank;
-    * megatron-deepspeed: DeepSpeed's ``type:transformer`` partition (the pinned fork's), and with
-      ``allow_untested`` ``type:transformer|embedding`` (BLOOM's: only the BigScience fork's
-      ``--pp-partition-method`` makes it; the support matrix marks it untested).
-    """
-    if pp == 1:
-        return ((1, None, runtimes),)
-    found: dict[tuple[int, Layout | None], list[Framework]] = {}
-
-    def add(vp: int, layout: Layout | None, runtime: Framework) -> None:
-        if layout is not None and len(set(layout)) == 1 and layers % (pp * vp) == 0:
-            layout = None  # an even split is the default, spelled once
-        found.setdefault((vp, layout), [])
-        if runtime not in found[(vp, layout)]:
-            found[(vp, layout)].append(runtime)
-
-    for runtime in runtimes:
-        if layers % pp == 0:
-            for vp in (divisors(layers // pp) if runtime != "megatron-deepspeed" else [1]):
-                add(vp, None, runtime)
-        try_forms: list[tuple[int, Callable[[], Layout]]] = []
-        if runtime == "megatron":
-            slots = layers + 2
-            if slots % pp == 0:
-                try_forms += [(vp, partial(megatron_account_for, layers, pp, vp)) for vp in divisors(slots // pp)]
-            try:
-                split = balanced(layers, pp, head_w)
-            except SpecError:
-                split = ()
-            if split and len(set(split[1:-1])) <= 1:
-                step = math.gcd(split[0], split[-1], split[1] if pp > 2 else 0)
-                try_forms += [(vp, partial(megatron_first_last, layers, pp, vp, split[0], split[-1]))
-                              for vp in divisors(step)]
-        elif runtime == "fsdp":
-            try_forms += [(vp, partial(torchtitan_split, layers, pp, vp)) for vp in (1, 2)]
-        elif runtime == "megatron-deepspeed":
-            methods = ("type:transformer", "type:transformer|embedding") if allow_untested else ("type:transformer",)
-            try_forms += [(1, partial(deepspeed_partition, layers, pp, method)) for method in methods]
-        for vp, build in try_forms:
-            try:
-                add(vp, build(), runtime)
-            except SpecError:
-                continue
-    order = {r: i for i, r in enumerate(_RUNTIMES)}
-    return tuple((vp, layout, tuple(sorted(rs, key=order.__getitem__)))
-                 for (vp, layout), rs in sorted(found.items(), key=lambda kv: (kv[0][1] is not None, kv[0][0],
-                                                                                kv[0][1] or ())))
-
-
 def _torch_schedule_runs(n_micro: int, pp: int, vp: int) -> bool:
     """Whether torch.distributed.pipelining (torchtitan's pipeline) runs ``n_micro`` micro-batches
     per step on ``pp`` stages: 1F1B needs at least ``pp`` of them; Interleaved1F1B splits them
@@ -425,7 +351,7 @@ def enumerate_space(
         for pp in pps:
             if world_size % (tp * pp):
                 continue
-            layouts = _pipeline_options(runtimes, model.layers, pp, head_w, allow_untested)
+            layouts = pipeline_options(runtimes, model.layers, pp, head_w, allow_untested)
             if not layouts:
                 continue
             for cp in cps:
