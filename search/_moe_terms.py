@@ -155,9 +155,12 @@ def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: 
     per token), and for the MLP the routed copies' permuted inputs and expert intermediates (MoE
     model zoo ``deepseek_mem_estimate.py``: ``permute_out = s/TP*ETP*k*h``, ``expert_fc1_out``),
     the router's probabilities and row map, and the shared experts' intermediates. Full
-    recomputation keeps the block input only. ``linear_input_bytes`` applies to the attention and
-    shared-expert linears as in a dense block (:func:`search._memory.layer_activation_bytes`); the
-    routed experts' permuted inputs are counted 16-bit."""
+    recomputation keeps the block input only. ``linear_input_bytes`` is what the linears keep of
+    their inputs (:func:`search._memory.saved_linear_input_bytes`): the attention and shared-expert
+    linears as in a dense block (:func:`search._memory.layer_activation_bytes`), and the routed
+    experts' grouped GEMMs alike, whose first input is the permuted copy and whose second is the
+    activation's output (Transformer Engine ``_GroupedLinear.forward`` saves its quantized inputs,
+    column-wise only, for the weight gradient); the activation keeps the first GEMM's 16-bit outputs."""
     moe = _experts(model)
     attention = layer_activation_bytes(model, micro_batch, tp, cp, sp, recompute, ffn=moe.shared_expert_ffn,
                                        linear_input_bytes=linear_input_bytes)
@@ -165,6 +168,9 @@ def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: 
         return attention  # the block input only
     h = model.hidden
     copies = routed_copies_per_gpu(model, micro_batch, tp, cp, etp) * expert_load_factor(model)
-    routed = copies * (2.0 * h + mlp_activation_bytes_per_token(model, moe.expert_ffn / etp))
+    f = moe.expert_ffn / etp
+    lb = linear_input_bytes
+    # Per copy: the permuted input (h), the first GEMM's outputs (two f-wide with SwiGLU) and the second's input.
+    routed = copies * (lb * h + mlp_activation_bytes_per_token(model, f) - (BYTES_16BIT - lb) * f)
     router = tokens_per_gpu(model, micro_batch, tp, cp, sp) * moe.experts * ROUTER_BYTES_PER_TOKEN_PER_EXPERT
     return attention + routed + router

@@ -14,6 +14,7 @@ import pytest
 from benchmarks._tuned import completions
 from search import ParallelConfig, SpecError, TrainingSpec, cluster_preset, model_preset, predict
 from search._memory import QUANTIZED_LINEAR_INPUT_BYTES, layer_activation_bytes, saved_linear_input_bytes
+from search._moe_terms import expert_load_factor, moe_layer_activation_bytes, routed_copies_per_gpu
 from search._runs_file import read_runs, run_from_record
 
 LLAMA_70B = model_preset("llama3-70b")
@@ -32,6 +33,21 @@ def test_quantized_linear_inputs_save_exactly_their_bytes() -> None:
     # Full recomputation keeps the 16-bit block input only, whatever the recipe.
     assert layer_activation_bytes(m, 1, 1, 1, False, "full", linear_input_bytes=1.0) == \
         layer_activation_bytes(m, 1, 1, 1, False, "full")
+
+
+def test_routed_experts_keep_quantized_grouped_gemm_inputs() -> None:
+    """Known answer: per routed token copy, the first grouped GEMM's input (h) and the second's (f_e)
+    are kept at 1 byte under FP8 instead of 2 (Transformer Engine's _GroupedLinear saves its quantized
+    inputs); the attention part changes as a dense block's, the router buffers not at all."""
+    m = model_preset("qwen3-30b-a3b")
+    assert m.moe is not None
+    bf16 = moe_layer_activation_bytes(m, 1, 1, 1, False, 1, "none")
+    fp8 = moe_layer_activation_bytes(m, 1, 1, 1, False, 1, "none", 1.0)
+    copies = routed_copies_per_gpu(m, 1, 1, 1, 1) * expert_load_factor(m)
+    attention = (layer_activation_bytes(m, 1, 1, 1, False, "none", ffn=m.moe.shared_expert_ffn)
+                 - layer_activation_bytes(m, 1, 1, 1, False, "none", ffn=m.moe.shared_expert_ffn,
+                                          linear_input_bytes=1.0))
+    assert bf16 - fp8 == pytest.approx(copies * (m.hidden + m.moe.expert_ffn) + attention)
 
 
 @pytest.mark.parametrize(("framework", "precision", "expected"), [

@@ -21,6 +21,7 @@ CASES = [
     ("llama3-70b", "dgx-h100", 2, 512, 2, "fp8"),
     # MoE: expert states over the expert data-parallel group, MoE activations, MTP on the last rank
     ("qwen3-30b-a3b", "dgx-h100", 2, 64, 1, "bf16"),
+    ("qwen3-30b-a3b", "dgx-h100", 2, 64, 2, "fp8"),
     ("deepseek-v3", "dgx-h100", 8, 512, 3, "bf16"),
 ]
 
@@ -56,6 +57,7 @@ def test_scan_peak_equals_the_full_plan(model_name: str, cluster_name: str, node
     ("llama3-70b", "dgx-a100-40gb", 2, 512, 1, "bf16"),
     ("llama3-70b", "dgx-h100", 2, 512, 2, "fp8"),
     ("qwen3-30b-a3b", "dgx-h100", 2, 64, 1, "bf16"),
+    ("qwen3-30b-a3b", "dgx-h100", 2, 64, 2, "fp8"),
 ])
 def test_scan_peak_with_bf16_gradient_reduction_equals_the_full_plan(
         model_name: str, cluster_name: str, nodes: int, batch: int, step: int, precision: str) -> None:
