@@ -57,11 +57,30 @@ def _free_port() -> int:
         return port
 
 
+MEASUREMENTS = 3
+"""Tries of the three-rank measurement: three gloo ranks on a shared 2-core machine can time a 1 KiB
+all-reduce slower than a 1 MiB one (scheduling noise), and the profiler then rightly fits no link for
+that tier ("time does not grow with size"); such a run is measured again, never accepted."""
+
+
+def _fits_every_tier(data: dict[str, Any]) -> bool:
+    return {fit["scope"] for fit in data["links"]} == {s["scope"] for s in data["samples"]}
+
+
 @pytest.fixture(scope="module")
 def three_node_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     """Three one-rank "nodes" (the environment torchrun gives a worker: RANK, WORLD_SIZE, GROUP_RANK as
-    the node, MASTER_ADDR/PORT), leaves a, a, b: all_reduce from 1 KiB to 4 MiB per tier."""
+    the node, MASTER_ADDR/PORT), leaves a, a, b: all_reduce from 1 KiB to 4 MiB per tier; measured again
+    (up to :data:`MEASUREMENTS` times) while noise leaves a tier without a physical fit."""
     pytest.importorskip("torch")
+    for _ in range(MEASUREMENTS):
+        data, out = _measure_three_nodes(tmp_path_factory)
+        if _fits_every_tier(data):
+            break
+    return data, out
+
+
+def _measure_three_nodes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("tiers") / "collectives.json"
     port = str(_free_port())
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
