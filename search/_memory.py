@@ -141,6 +141,13 @@ def model_state_bytes(*, framework: str, zero_stage: int, shard_degree: int, par
     return ModelStateBytes(weights, grads, optimizer, gathered)
 
 
+def mlp_saved_bytes_per_token(model: ModelSpec, ffn: float, linear_input_bytes: float = BYTES_16BIT) -> float:
+    """Bytes one token keeps for the backward of an MLP of width ``ffn``: the first linear's 16-bit
+    outputs (two with SwiGLU, the activation's input) and the second linear's input at
+    ``linear_input_bytes`` (Korthikanti et al. 2022 Sec. 4.1; :func:`saved_linear_input_bytes`)."""
+    return ((2.0 * BYTES_16BIT if model.activation == "swiglu" else BYTES_16BIT) + linear_input_bytes) * ffn
+
+
 def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, recompute: str,
                            ffn: float | None = None, linear_input_bytes: float = BYTES_16BIT) -> float:
     """Activation bytes one block keeps for backward, per micro-batch, on one GPU.
@@ -171,7 +178,7 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int,
     f = model.ffn if ffn is None else ffn  # an MoE block's TP-split MLP: its shared experts
     # Q, K, V and the attention output; the first MLP linear's outputs (two with SwiGLU) and the
     # second's input.
-    split = sb * (4.0 * h + 4.0 * model.kv_dim + ((4.0 if model.activation == "swiglu" else 2.0) + lb) * f)
+    split = sb * (4.0 * h + 4.0 * model.kv_dim + mlp_saved_bytes_per_token(model, f, lb))
     scores = 0.0
     if model.attention == "standard" and recompute == "none":
         scores = (4.0 + masks) * model.heads * s * model.seq_len * micro_batch

@@ -99,7 +99,7 @@ def _largest_layer_params(model: ModelSpec) -> int:
 
 
 def _rank_states(model: ModelSpec, config: ParallelConfig, framework: str, params: float,
-                 expert_params: float, grad_bytes: float = 4.0) -> ModelStateBytes:
+                 expert_params: float, grad_bytes: float) -> ModelStateBytes:
     """Weights, gradients, optimizer states and gathered parameters of one pipeline rank holding
     ``params`` parameters per GPU (``expert_params`` of them routed experts, whose gradients and
     optimizer states shard over the expert data-parallel group: Megatron
@@ -255,8 +255,9 @@ class GpuPeak:
     """Peak GPU bytes of the fullest rank and nothing else: the very float :func:`plan_memory`
     gives (the same terms, summed in the same order), without the breakdown, for a search's memory
     scan over 10^5 configurations. Per checked rank, the model states (independent of the
-    micro-batch, sequence parallelism and recomputation) are cached per layout and policy, and the
-    activations (independent of dp, ZeRO and the runtime) per shape and schedule."""
+    micro-batch, sequence parallelism and recomputation) are cached per layout, policy and runtime,
+    and the activations (independent of dp and ZeRO) per shape, schedule and saved linear-input width
+    (the runtime's under a low-precision recipe: :meth:`linear_input_bytes`)."""
 
     def __init__(self, model: ModelSpec, cal: Calibration, precision: str = "bf16",
                  grad_reduce_in_bf16: bool = False) -> None:

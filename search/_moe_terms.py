@@ -28,7 +28,7 @@ from search._compute_time import (
     mlp_activation_bytes_per_token,
 )
 from search._errors import SpecError
-from search._memory import layer_activation_bytes
+from search._memory import layer_activation_bytes, mlp_saved_bytes_per_token
 from search._model_spec import ModelSpec
 from search._moe_spec import MoESpec
 from search._units import BYTES_16BIT
@@ -149,7 +149,7 @@ def dispatch_forward_s(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp:
 
 
 def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, etp: int,
-                               recompute: str, linear_input_bytes: float = 2.0) -> float:
+                               recompute: str, linear_input_bytes: float = BYTES_16BIT) -> float:
     """Activation bytes one MoE block keeps for backward per micro-batch on one GPU: the attention
     part as a dense block's (Korthikanti et al. 2022 Sec. 4: 8h replicated + 4h + 4 kv_dim split
     per token), and for the MLP the routed copies' permuted inputs and expert intermediates (MoE
@@ -168,9 +168,8 @@ def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: 
         return attention  # the block input only
     h = model.hidden
     copies = routed_copies_per_gpu(model, micro_batch, tp, cp, etp) * expert_load_factor(model)
-    f = moe.expert_ffn / etp
     lb = linear_input_bytes
-    # Per copy: the permuted input (h), the first GEMM's outputs (two f-wide with SwiGLU) and the second's input.
-    routed = copies * (lb * h + mlp_activation_bytes_per_token(model, f) - (BYTES_16BIT - lb) * f)
+    # Per copy: the permuted input (the first grouped GEMM's), then the MLP's own (the second's input at lb).
+    routed = copies * (lb * h + mlp_saved_bytes_per_token(model, moe.expert_ffn / etp, lb))
     router = tokens_per_gpu(model, micro_batch, tp, cp, sp) * moe.experts * ROUTER_BYTES_PER_TOKEN_PER_EXPERT
     return attention + routed + router

@@ -199,9 +199,6 @@ def head_layers(vocab: int, hidden: int, params_per_layer: int, seq_len: int) ->
     return hidden * vocab / (params_per_layer + seq_len * hidden)
 
 
-__all__ = ["Layout", "balanced", "deepspeed_partition", "even", "head_layers", "megatron_account_for",
-           "megatron_first_last", "megatron_layout", "torchtitan_split"]
-
 
 PipelineOption = tuple[int, Layout | None, tuple[Framework, ...]]
 """(vp, per-rank layer counts or None for the even split, the runtimes that express it)."""
@@ -267,3 +264,7 @@ def pipeline_options(runtimes: tuple[Framework, ...], layers: int, pp: int, head
     return tuple((vp, layout, tuple(sorted(rs, key=order.__getitem__)))
                  for (vp, layout), rs in sorted(found.items(), key=lambda kv: (kv[0][1] is not None, kv[0][0],
                                                                                 kv[0][1] or ())))
+
+
+__all__ = ["Layout", "PipelineOption", "balanced", "deepspeed_partition", "even", "head_layers",
+           "megatron_account_for", "megatron_first_last", "megatron_layout", "pipeline_options", "torchtitan_split"]

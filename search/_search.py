@@ -79,16 +79,14 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         raise SpecError("study_name", "storage and study_name go together", "give both, or neither")
     # Validates batch, precision and the gradient reduction (a boolean, not with fp16); the runtime is checked below.
     TrainingSpec(global_batch, precision, grad_reduce_in_bf16=grad_reduce_in_bf16)
-    if precision in BLACKWELL_PRECISIONS:
-        if framework not in ("megatron", "any"):
-            raise SpecError("precision", f"{precision} is costed and emitted for Megatron-Core only, not {framework}",
-                            "use framework 'megatron' (or 'any'), or precision fp8 / bf16")
-        framework = "megatron"  # the only runtime whose Transformer Engine recipes autopar emits
-    if grad_reduce_in_bf16:
-        if framework not in ("megatron", "any"):
-            raise SpecError("grad_reduce_in_bf16", f"is a Megatron-Core option (--grad-reduce-in-bf16), not "
-                            f"{framework}'s", "use framework 'megatron' (or 'any'), or leave it false")
-        framework = "megatron"  # the only runtime with this option (TrainingSpec refuses it for the others)
+    if precision in BLACKWELL_PRECISIONS:  # the only runtime whose Transformer Engine recipes autopar emits
+        framework = _megatron_only(framework, "precision",
+                                   f"{precision} is costed and emitted for Megatron-Core only, not {framework}",
+                                   "use framework 'megatron' (or 'any'), or precision fp8 / bf16")
+    if grad_reduce_in_bf16:  # the only runtime with the option (TrainingSpec refuses it for the others)
+        framework = _megatron_only(framework, "grad_reduce_in_bf16",
+                                   f"is a Megatron-Core option (--grad-reduce-in-bf16), not {framework}'s",
+                                   "use framework 'megatron' (or 'any'), or leave it false")
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
     space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
@@ -136,6 +134,14 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         n_valid=space.n_valid, n_feasible=ev.n_feasible, n_evaluated=ev.n_evaluated, exhaustive=exhaustive,
         elapsed_s=elapsed, study_name=name, hints=hints,
     )
+
+
+def _megatron_only(framework: FrameworkTarget, field: str, problem: str, fix: str) -> FrameworkTarget:
+    """``megatron`` for an input only Megatron-Core runs: a search of ``any`` narrows to it, another
+    runtime is refused (a :class:`SpecError` on ``field``)."""
+    if framework not in ("megatron", "any"):
+        raise SpecError(field, problem, fix)
+    return "megatron"
 
 
 def fine_grained_knobs(configs: list[ParallelConfig]) -> str | None:
