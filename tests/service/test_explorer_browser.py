@@ -150,6 +150,27 @@ def new_page(browser: Any, server: Server, watch: Watch, **context_args: Any) ->
     return context, page
 
 
+def open_explorer(browser: Any, server: Server, watch: Watch, loaded: str = "gpt-1.7b",
+                  **context_args: Any) -> tuple[Any, Any]:
+    """A page of the explorer once its presets are loaded (the ``loaded`` model among them), with the
+    write token filled in."""
+    from playwright.sync_api import expect
+
+    context, page = new_page(browser, server, watch, **context_args)
+    page.goto(f"{server.base}/")
+    expect(page.get_by_label("Model preset")).to_contain_text(loaded)
+    page.get_by_label("API token").fill(server.token)
+    return context, page
+
+
+def ask(page: Any, model: str, cluster: str, nodes: int, global_batch: int) -> None:
+    """Fill in the question: model and cluster presets, node count and global batch."""
+    page.get_by_label("Model preset").select_option(model)
+    page.get_by_label("Cluster preset").select_option(cluster)
+    page.get_by_label("Nodes", exact=True).fill(str(nodes))
+    page.get_by_label("Global batch").fill(str(global_batch))
+
+
 def column(page: Any, key: str) -> list[str]:
     return [str(t) for t in page.locator(f"#configs-table tbody [data-key='{key}']").all_inner_texts()]
 
@@ -164,15 +185,8 @@ def test_search_compare_and_launch_in_the_explorer(browser: Any, server: Server)
 
     expect.set_options(timeout=TIMEOUT_MS)
     watch = Watch()
-    context, page = new_page(browser, server, watch, permissions=["clipboard-read", "clipboard-write"])
-    page.goto(f"{server.base}/")
-    expect(page.get_by_label("Model preset")).to_contain_text("gpt-1.7b")  # presets loaded
-
-    page.get_by_label("API token").fill(server.token)
-    page.get_by_label("Model preset").select_option("gpt-1.7b")
-    page.get_by_label("Cluster preset").select_option("dgx-a100-80gb")
-    page.get_by_label("Nodes", exact=True).fill("1")
-    page.get_by_label("Global batch").fill("64")
+    context, page = open_explorer(browser, server, watch, permissions=["clipboard-read", "clipboard-write"])
+    ask(page, "gpt-1.7b", "dgx-a100-80gb", 1, 64)
     page.get_by_label("Precision").select_option("bf16")
     page.get_by_label("Framework", exact=True).select_option("any")
     page.get_by_label("Objective").select_option("throughput")
@@ -354,14 +368,8 @@ def test_gradient_reduction_in_bf16_is_a_checkbox_of_the_training(browser: Any, 
 
     expect.set_options(timeout=TIMEOUT_MS)
     watch = Watch()
-    context, page = new_page(browser, server, watch)
-    page.goto(f"{server.base}/")
-    expect(page.get_by_label("Model preset")).to_contain_text("gpt-1.7b")
-    page.get_by_label("API token").fill(server.token)
-    page.get_by_label("Model preset").select_option("gpt-1.7b")
-    page.get_by_label("Cluster preset").select_option("dgx-a100-80gb")
-    page.get_by_label("Nodes", exact=True).fill("1")
-    page.get_by_label("Global batch").fill("64")
+    context, page = open_explorer(browser, server, watch)
+    ask(page, "gpt-1.7b", "dgx-a100-80gb", 1, 64)
     page.get_by_label("Top k").fill("3")
     box = page.get_by_label("Reduce gradients in bf16 (Megatron-Core only)")
     expect(box).not_to_be_checked()

@@ -27,6 +27,7 @@ _base = _explorer_tests()
 server = _base.server  # module-scoped fixtures: a server and a browser of this module's own
 browser = _base.browser
 Server, Watch, new_page, column, get_json = _base.Server, _base.Watch, _base.new_page, _base.column, _base.get_json
+open_explorer = _base.open_explorer
 TIMEOUT_MS = _base.TIMEOUT_MS
 TOP = 20
 
@@ -39,10 +40,7 @@ def test_a_moe_search_in_the_explorer(browser: Any, server: Any) -> None:
 
     expect.set_options(timeout=TIMEOUT_MS)
     watch = Watch()
-    context, page = new_page(browser, server, watch)
-    page.goto(f"{server.base}/")
-    expect(page.get_by_label("Model preset")).to_contain_text("deepseek-v3")
-    page.get_by_label("API token").fill(server.token)
+    context, page = open_explorer(browser, server, watch, loaded="deepseek-v3")
 
     # A MoE preset: its hint and option name the active parameters; as a custom shape it fills both sections.
     page.get_by_label("Model preset").select_option("deepseek-v3")
