@@ -88,6 +88,14 @@ def _simpler_because(a: tuple[str, ParallelConfig], b: tuple[str, ParallelConfig
             f"instead of {cb[3]}")
 
 
+def listing_key(cand: Candidate, pred: Prediction) -> tuple[Any, ...]:
+    """What :func:`rank` lists once: the configuration in Megatron's default placement with its
+    predicted time and memory (runtime and placement twins with the very same prediction share it)."""
+    config = cand.config if cand.config.placement == DEFAULT_PLACEMENT else replace(
+        cand.config, placement=DEFAULT_PLACEMENT)
+    return config, pred.iteration_time_s, pred.peak_memory_bytes_per_gpu
+
+
 def _once(ordered: list[tuple[Candidate, Prediction, float]]
           ) -> tuple[list[tuple[Candidate, Prediction, float]], dict[int, list[str]]]:
     """Drop the repeats of a configuration that another runtime runs with the very same prediction
@@ -100,9 +108,7 @@ def _once(ordered: list[tuple[Candidate, Prediction, float]]
     also: dict[int, list[str]] = {}
     for item in ordered:
         cand, pred, _score = item
-        config = cand.config if cand.config.placement == DEFAULT_PLACEMENT else replace(
-            cand.config, placement=DEFAULT_PLACEMENT)
-        key = (config, pred.iteration_time_s, pred.peak_memory_bytes_per_gpu)
+        key = listing_key(cand, pred)
         if key in first:
             at = first[key]
             if kept[at][0].framework != cand.framework:
@@ -160,8 +166,7 @@ def rank(ev: Evaluator, objective: str, top_k: int) -> tuple[tuple[RankedConfig,
                              "ranked first as the "
                              f"simpler: {why}")
             else:
-                lead_note = (f"fastest of the simplest among {len(equivalent)} configurations within +-{band:.0%} "
-                             "of it")
+                lead_note = f"fastest of the simplest configurations within +-{band:.0%} of it"
     ordered, also = _once(ordered)
     fastest = max(range(len(ordered)), key=lambda i: sign * ordered[i][2], default=0)
     if 1 < top_k <= fastest:  # the fastest is always listed: it takes the last place shown

@@ -27,7 +27,7 @@ from search._ranking import describe, objective_score, pareto_front, rank
 from search._search_result import SearchResult
 from search._space import Candidate, FrameworkTarget, enumerate_space, why_no_valid
 from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared, tell_study
-from search._sweeps import pareto_refine, pareto_sweep, sweep, sweep_band
+from search._sweeps import equivalence_sweep, pareto_refine, pareto_sweep, sweep, sweep_band
 
 Objective = Literal["throughput", "cost", "pareto"]
 OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
@@ -100,18 +100,19 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         exhaustive = True
     elif exhaustive:
         # Memory of every configuration (the exact feasible count), then the Pareto front and the
-        # top k (with everything in the best one's error band) by branch and bound over those that fit.
+        # top k by branch and bound over those that fit.
         fitting = ev.scan_memory(space.blocks)
         bounds = ev.row_bounds(fitting)
         pareto_sweep(fitting, ev, bounds)
-        band = sweep_band({row.runtime for row in fitting.rows}, cluster, model.moe is not None)
-        sweep(fitting, ev, top_k, "throughput", progress, band=band, bounds=bounds)
+        sweep(fitting, ev, top_k, "throughput", progress, bounds=bounds)
         # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
+        band = sweep_band({row.runtime for row in fitting.rows}, cluster, model.moe is not None)
         derived = ev.derive_partials(ev.threshold_tokens_per_s(band))
         if derived:
             pareto_refine(derived, ev)
-            sweep(derived, ev, top_k, "throughput", None, band=band,
-                  known_tokens_per_s=[p.tokens_per_s for _, p, _ in ev.feasible])
+            sweep(derived, ev, top_k, "throughput", None, known=list(ev.feasible))
+        # Then the simplest of those the model cannot tell from the best, as many as the top k lists.
+        equivalence_sweep([(fitting, bounds), (derived, [ev.upper_bound_tokens_per_s(c) for c in derived])], ev, top_k)
         study = tell_study(ev, objective, name, top_k)
     else:
         study = run_sampler(space.candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,

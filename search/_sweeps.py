@@ -4,51 +4,117 @@ the best one's error band) and the Pareto front of throughput and memory headroo
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Sequence
 
 from search._cluster_spec import ClusterSpec
-from search._error_band import error_band
+from search._error_band import error_band, within_band
 from search._evaluator import Evaluator, FitList, ProgressFn
 from search._parallel_spec import Framework
+from search._prediction import Prediction
+from search._ranking import complexity, listing_key
 from search._space import Candidate
 
 
 def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective: str,
-           progress: ProgressFn | None, max_visits: int | None = None, band: float = 0.0,
-           known_tokens_per_s: Sequence[float] = (), bounds: Sequence[float] | None = None) -> None:
+          progress: ProgressFn | None, max_visits: int | None = None,
+          known: Sequence[tuple[Candidate, Prediction, float]] = (), bounds: Sequence[float] | None = None) -> None:
     """Exact top-k by branch and bound: visit configurations by their optimistic throughput
     (:meth:`Evaluator.upper_bound_tokens_per_s`), best first, and stop once that bound falls
-    to the k-th best throughput found (no configuration left can enter the top k). The Pareto
-    objective needs every feasible point, so it visits all. With ``max_visits`` it is an anytime
-    search (deterministic, unlike a deadline): it stops there with the best found so far. With
-    ``band`` it also visits every configuration that may lie within that relative error of the
-    best (those :func:`rank` marks equivalent), so the equivalence set is complete too.
-    ``known_tokens_per_s``: throughputs already timed (a second sweep over derived configurations);
-    ``bounds``: the candidates' :meth:`Evaluator.upper_bound_tokens_per_s`, where already computed."""
+    to the k-th best throughput found (no configuration left can enter the top k). The k best are
+    counted as :func:`search._ranking.rank` lists them: runtime and placement twins with the very same
+    prediction once. The Pareto objective needs every feasible point, so it visits all. With
+    ``max_visits`` it is an anytime search (deterministic, unlike a deadline): it stops there with the
+    best found so far. ``known``: configurations already timed (:attr:`Evaluator.feasible`: a second
+    sweep over derived configurations); ``bounds``: the candidates'
+    :meth:`Evaluator.upper_bound_tokens_per_s`, where already computed. What the model cannot tell
+    from the best is left to :func:`equivalence_sweep`."""
     total = len(candidates)
     if bounds is None:
         bounds = [ev.upper_bound_tokens_per_s(c) for c in candidates]
     order = sorted(zip(bounds, range(total), strict=True), reverse=True)
-    kth: list[float] = heapq.nlargest(top_k, known_tokens_per_s)  # min-heap of the k best tokens/s so far
-    heapq.heapify(kth)
-    best = max(known_tokens_per_s, default=0.0)
+    kth: list[tuple[float, int]] = []  # min-heap of the k best (tokens/s, arrival) so far
+    keys: dict[int, tuple[object, ...]] = {}  # their listings, by arrival
+    arrivals = itertools.count()
+
+    def count(cand: Candidate, pred: Prediction) -> None:
+        key = listing_key(cand, pred)
+        if key in keys.values():
+            return  # a twin of one counted: the same throughput, listed once
+        arrival = next(arrivals)
+        if len(kth) < top_k:
+            heapq.heappush(kth, (pred.tokens_per_s, arrival))
+        elif pred.tokens_per_s > kth[0][0]:
+            del keys[heapq.heapreplace(kth, (pred.tokens_per_s, arrival))[1]]
+        else:
+            return
+        keys[arrival] = key
+
+    for timed, timed_pred, _score in known:
+        count(timed, timed_pred)
     step = max(1, total // 100)
     for visited, (bound, i) in enumerate(order, start=1):
-        if objective != "pareto" and len(kth) == top_k and bound <= kth[0] and bound < best * (1.0 - band):
+        if objective != "pareto" and len(kth) == top_k and bound <= kth[0][0]:
             break
         if max_visits is not None and visited > max_visits:
             break
-        pred, _plan = ev(candidates[i])
+        cand = candidates[i]
+        pred, _plan = ev(cand)
         if pred is not None:
-            best = max(best, pred.tokens_per_s)
-            if len(kth) < top_k:
-                heapq.heappush(kth, pred.tokens_per_s)
-            elif pred.tokens_per_s > kth[0]:
-                heapq.heapreplace(kth, pred.tokens_per_s)
+            count(cand, pred)
         if progress is not None and visited % step == 0:
             progress(visited, total)
     if progress is not None:
         progress(total, total)
+
+
+def equivalence_sweep(parts: Sequence[tuple[Sequence[Candidate], Sequence[float]]], ev: Evaluator,
+                      top_k: int) -> None:
+    """Time what :func:`search._ranking.rank` lists first, after the exact top k by throughput
+    (:func:`sweep`) has found the best: the configurations within the best one's error band, the
+    simplest first (:func:`search._ranking.complexity`) and by throughput within the same simplicity,
+    enough of them to fill the top k. Candidates whose throughput bound (``bounds``) reaches the band's
+    lower edge (``parts``: candidates, each part with its bounds; a :class:`FitList` builds only those
+    it is asked for) are grouped by simplicity; the groups are swept simplest first, each by branch and bound
+    for the throughputs still to fill, until the top k is full. A group that cannot fill it is swept to
+    the band's edge (all its equivalents are then timed); the groups after a full top k are not looked
+    at, since nothing in them can be listed before it. Repeats :func:`rank` lists once count once."""
+    if not ev.feasible:
+        return
+    best = max((p for _, p, _ in ev.feasible), key=lambda p: p.tokens_per_s)
+    best_tps, band = best.tokens_per_s, best.error_band
+    edge = best_tps * (1.0 - band) * (1.0 - 1e-9)  # no bound below it can reach the band (rounding aside)
+    candidates: list[Candidate] = []
+    groups: dict[tuple[int, ...], list[tuple[float, int]]] = {}
+    for part, bounds in parts:
+        for i, bound in enumerate(bounds):
+            if bound >= edge:
+                cand = part[i]
+                groups.setdefault(complexity(cand.framework, cand.config), []).append((bound, len(candidates)))
+                candidates.append(cand)
+    listed: set[tuple[object, ...]] = set()
+    for group in sorted(groups):
+        need = top_k - len(listed)
+        if need <= 0:
+            break
+        kth: list[tuple[float, int]] = []  # min-heap of this group's need best (tokens/s, position)
+        keys: dict[int, tuple[object, ...]] = {}
+        for bound, i in sorted(groups[group], reverse=True):
+            if len(kth) == need and bound <= kth[0][0]:
+                break
+            cand = candidates[i]
+            pred, _plan = ev(cand)
+            if pred is None or not within_band(pred.tokens_per_s, best_tps, band):
+                continue
+            key = listing_key(cand, pred)
+            if key in listed or key in keys.values():
+                continue
+            keys[i] = key
+            if len(kth) < need:
+                heapq.heappush(kth, (pred.tokens_per_s, i))
+            elif pred.tokens_per_s > kth[0][0]:
+                heapq.heapreplace(kth, (pred.tokens_per_s, i))
+        listed.update(keys[i] for _tps, i in kth)
 
 
 def pareto_sweep(fitting: FitList, ev: Evaluator, bounds: Sequence[float]) -> None:
