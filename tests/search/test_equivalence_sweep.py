@@ -5,7 +5,6 @@ exhaustive prediction of every configuration lists."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -13,9 +12,13 @@ from search import ModelSpec, ParallelConfig, TrainingSpec, cluster_preset, pred
 from search._calibration import default_calibration
 from search._evaluator import Evaluator
 from search._moe_spec import MoESpec
+from search._parallel_spec import Precision
 from search._search import search
 from search._space import enumerate_space
 from search._sweeps import equivalence_sweep, sweep
+
+Row = tuple[float, float, ParallelConfig, float]
+"""tokens/s, error band, configuration, peak bytes per GPU."""
 
 SMALL_MOE = ModelSpec(name="small-moe", layers=8, hidden=1024, heads=16, ffn=2816, vocab=32000, seq_len=2048,
                       activation="swiglu", moe=MoESpec(experts=8, topk=2, expert_ffn=1408))
@@ -33,7 +36,7 @@ def _simplicity(c: ParallelConfig) -> tuple[int, int, int]:
     return offloads, dims, departures
 
 
-def _every_prediction(model: Any, nodes: int, batch: int, precision: str) -> list[tuple[float, float, Any]]:
+def _every_prediction(model: ModelSpec, nodes: int, batch: int, precision: Precision) -> list[Row]:
     cluster = cluster_preset("dgx-h100", nodes)
     out = []
     for cand in enumerate_space(model, cluster.world_size, batch, "megatron").candidates:
@@ -43,7 +46,7 @@ def _every_prediction(model: Any, nodes: int, batch: int, precision: str) -> lis
     return out
 
 
-def _listed(every: list[tuple[float, float, Any]], top_k: int) -> list[float]:
+def _listed(every: list[Row], top_k: int) -> list[float]:
     """Those within the best one's band first, simplest first, then by tokens/s; the rest by tokens/s;
     placement twins with the same prediction once; the fastest last if not shown otherwise."""
     best, band, _, _ = max(every, key=lambda x: x[0])
@@ -61,12 +64,12 @@ def _listed(every: list[tuple[float, float, Any]], top_k: int) -> list[float]:
 
 
 @pytest.fixture(scope="module")
-def every() -> list[tuple[float, float, Any]]:
+def every() -> list[Row]:
     return _every_prediction(SMALL_MOE, 1, 128, "fp8")
 
 
 @pytest.mark.parametrize("top_k", [1, 3, 10, 40])
-def test_wide_band_top_k_equals_every_prediction(every: list[tuple[float, float, Any]], top_k: int) -> None:
+def test_wide_band_top_k_equals_every_prediction(every: list[Row], top_k: int) -> None:
     result = search(SMALL_MOE, cluster_preset("dgx-h100", 1), 128, precision="fp8", framework="megatron", top_k=top_k)
     assert result.exhaustive
     assert [r.prediction.tokens_per_s for r in result.top] == pytest.approx(_listed(every, top_k), rel=1e-12)
@@ -76,7 +79,7 @@ def test_wide_band_top_k_equals_every_prediction(every: list[tuple[float, float,
     assert sum(r.equivalent_to_best for r in result.top) == min(top_k, within)
 
 
-def test_only_the_simplest_equivalents_are_timed(every: list[tuple[float, float, Any]]) -> None:
+def test_only_the_simplest_equivalents_are_timed(every: list[Row]) -> None:
     """Of the configurations within the band, only the simplest groups are timed, as many as fill the
     top 10: the groups after it are never looked at (timing every one of them made the MoE searches
     of benchmarks/search_speed.py up to 6x slower)."""
