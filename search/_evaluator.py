@@ -105,8 +105,11 @@ class Evaluator:
         self._threshold = 0.0
         self._peaks: dict[tuple[Any, ...], float] = {}
         """Peak bytes of every configuration :meth:`scan_memory` planned (for :meth:`_derive`'s estimates)."""
-        self.partial_sources: list[tuple[Candidate, float, tuple[str, ...]]] = []
-        """Enumerated configurations a fine-grained memory policy may improve (:meth:`derive_partials`)."""
+        self._refinable: list[tuple[FitRow, tuple[Any, ...], bool]] = []
+        """Scanned configurations (and whether they fit) a fine-grained memory policy may improve, by
+        the block-level conditions of :meth:`_partial_kinds` (:meth:`derive_partials` asks the rest)."""
+        self._fits_at: set[tuple[Any, ...]] = set()
+        """The :func:`_twin_key` of every scanned configuration that fits."""
         self.scanned = False
         self._gpu_peak = GpuPeak(model, cal, precision, grad_reduce_in_bf16)
 
@@ -199,9 +202,14 @@ class Evaluator:
                         acts_of[lb] = acts
                     states = states_of.get((runtime, tiles))
                     if states is None:
-                        shared = shared or block.config(mb)
-                        states = states_of[(runtime, tiles)] = gpu_peak.states(
-                            shared if tiles == 1 else block.config(mb, placement, tiles), runtime)
+                        # :meth:`GpuPeak.state_key` written out (blocks offload whole optimizers: fraction 1).
+                        states = gpu_peak.known_states((runtime, dp, tp, pp, vp, cp, zero, opt, param, 1.0, layout,
+                                                        ep, etp, tiles))
+                        if states is None:
+                            shared = shared or block.config(mb)
+                            states = gpu_peak.states(shared if tiles == 1 else block.config(mb, placement, tiles),
+                                                     runtime)
+                        states_of[(runtime, tiles)] = states
                     peak = gpu_peak.peak(states, acts, runtime, zero)
                     fit = peak <= cap
                     if host and fit:
@@ -213,19 +221,21 @@ class Evaluator:
                             cpu, nvme, _ = host_breakdown(self.model, self.cluster, shared, m, self.host_safety_factor)
                             host_fits = sum(cpu.values()) <= node.cpu_memory_bytes and nvme <= node.nvme_bytes
                         fit = host_fits
+                    twin = (*key, mb)  # :func:`_twin_key`
+                    row = FitRow(block, mb, runtime, placement, tiles, peak)
                     if fit:
-                        fitting.append(FitRow(block, mb, runtime, placement, tiles, peak))
-                        fits_at.add((*key, mb))
+                        fitting.append(row)
+                        fits_at.add(twin)
                     else:
-                        self._peaks[(*key, mb)] = peak  # a twin a refinement starts from
+                        self._peaks[twin] = peak  # a twin a refinement starts from
                         failed_from[key] = min(mb, failed_from.get(key, mb))
                         live.discard((runtime, tiles))
-                        self._remember_miss(FitRow(block, mb, runtime, placement, tiles, peak), order, host)
+                        self._remember_miss(row, order, host)
                     if refine_fit if fit else (refine_miss and runtime == "megatron"):
-                        kinds = self._partial_kinds((*key, mb), fit, fits_at)
-                        if kinds:
-                            cand = FitRow(block, mb, runtime, placement, tiles, peak).candidate()
-                            self.partial_sources.append((cand, peak, kinds))
+                        # Which policies may refine it is asked in derive_partials (the twins it looks up
+                        # were all scanned before it: the space's order has recompute and offload "none" first).
+                        self._refinable.append((row, twin, fit))
+        self._fits_at = fits_at
         self.n_feasible = len(fitting)
         self.scanned = True
         return FitList(fitting)
@@ -292,16 +302,21 @@ class Evaluator:
         space's configurations that fit)."""
         derived: list[Candidate] = []
         self._threshold = threshold_tokens_per_s
-        for cand, peak, kinds in self.partial_sources:
-            c = cand.config
-            fewest = 1 if "recompute_layers" in kinds else c.recompute_layers
-            if self.upper_bound_tokens_per_s(cand, fewest) <= threshold_tokens_per_s:
+        bound = self._bound
+        for row, twin, fit in self._refinable:
+            kinds = self._partial_kinds(twin, fit, self._fits_at)
+            if not kinds:
                 continue
-            for part, part_plan in self._derive(cand, peak, kinds):
+            b = row.block  # the bound from the row's fields (enumerated rows recompute all layers or none)
+            if bound(row.runtime, b.dp, b.tp, b.pp, b.vp, b.cp, b.sp, row.micro_batch, b.recompute, b.tp_comm_overlap,
+                     b.stage_layers, b.ep, b.etp, 1 if "recompute_layers" in kinds else None) <= threshold_tokens_per_s:
+                continue
+            cand = row.candidate()
+            for part, part_plan in self._derive(cand, row.peak_bytes, kinds):
                 if part not in self.fitting:
                     self.fitting[part] = part_plan.peak_bytes
                     derived.append(part)
-        self.partial_sources = []
+        self._refinable = []
         return derived
 
     def _derive(self, cand: Candidate, peak: float,

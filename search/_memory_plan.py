@@ -301,12 +301,22 @@ class GpuPeak:
             self._activations[akey] = acts
         return acts
 
+    def known_states(self, key: tuple[object, ...]) -> tuple[float, ...] | None:
+        """:meth:`states` already computed under ``key`` (:meth:`state_key`), else None."""
+        return self._states.get(key)
+
+    @staticmethod
+    def state_key(config: ParallelConfig, framework: str) -> tuple[object, ...]:
+        """What the model states depend on (the scan writes the same tuple from a block's fields)."""
+        c = config
+        return (framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.zero_stage, c.offload_optimizer, c.offload_param,
+                c.optimizer_offload_fraction, c.stage_layers, c.ep, c.etp, c.tiles)
+
     def states(self, config: ParallelConfig, framework: str) -> tuple[float, ...]:
         """Model-state bytes of each checked rank (weights, gradients, optimizer states, gathered
         parameters), summed as :func:`plan_memory` sums its breakdown so the floats agree exactly."""
         c, model = config, self.model
-        skey = (framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.zero_stage, c.offload_optimizer, c.offload_param,
-                c.optimizer_offload_fraction, c.stage_layers, c.ep, c.etp, c.tiles)
+        skey = self.state_key(c, framework)
         states = self._states.get(skey)
         if states is None:
             params = stage_params_per_rank(model, c)
