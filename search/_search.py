@@ -111,8 +111,11 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         if derived:
             pareto_refine(derived, ev)
             sweep(derived, ev, top_k, "throughput", None, known=list(ev.feasible))
-        # Then the simplest of those the model cannot tell from the best, as many as the top k lists.
-        equivalence_sweep([(fitting, bounds), (derived, [ev.upper_bound_tokens_per_s(c) for c in derived])], ev, top_k)
+        # Then the simplest of those the model cannot tell from the best, as many as the top k lists
+        # (the Pareto objective's answer is the front itself).
+        if objective != "pareto":
+            equivalence_sweep([(fitting, bounds), (derived, [ev.upper_bound_tokens_per_s(c) for c in derived])], ev,
+                              top_k)
         study = tell_study(ev, objective, name, top_k)
     else:
         study = run_sampler(space.candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,

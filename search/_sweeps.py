@@ -81,7 +81,8 @@ def equivalence_sweep(parts: Sequence[tuple[Sequence[Candidate], Sequence[float]
     at, since nothing in them can be listed before it. Repeats :func:`rank` lists once count once."""
     if not ev.feasible:
         return
-    best = max((p for _, p, _ in ev.feasible), key=lambda p: p.tokens_per_s)
+    # rank()'s best: the highest throughput, more memory headroom on a tie (its band is the one used).
+    best = max((p for _, p, _ in ev.feasible), key=lambda p: (p.tokens_per_s, p.memory_headroom_bytes))
     best_tps, band = best.tokens_per_s, best.error_band
     edge = best_tps * (1.0 - band) * (1.0 - 1e-9)  # no bound below it can reach the band (rounding aside)
     candidates: list[Candidate] = []
