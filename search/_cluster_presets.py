@@ -26,8 +26,11 @@ NETWORK_EFFICIENCY = 0.96
 # A100 SXM 271.2/312 = 0.869, H100 SXM 794.5/989 = 0.803 ("H200 is the same").
 # V100: ~97 TFLOP/s fp16 at 8192^3 of 125 (community measurement; unverified).
 # FlashAttention-2 best fraction of peak (Dao 2023, arXiv:2307.08691 Sec. 4.1): A100 230/312 = 0.73,
-# H100 335/989 = 0.34 (no Hopper-specific instructions); V100 is not supported by FlashAttention
-# (0.5 is a placeholder that only applies if a model on V100 says attention="flash").
+# H100 335/989 = 0.34 (no Hopper-specific instructions). Not the same convention: the A100 figure is
+# the forward pass alone, H100's forward + backward (the README's fwd+bwd benchmark, head dim 128,
+# gives A100 203/312 = 0.651); the fitted attention share absorbs it for A100, H100's FlashAttention-2
+# is costed ~11 % slow next to it (docs/cost-model.md, Known limits). V100 is not supported by
+# FlashAttention (0.5 is a placeholder that only applies if a model on V100 says attention="flash").
 HOPPER_FUSED_ATTENTION = 0.55
 """Hopper's own fused attention (FlashAttention-3; Transformer Engine's cuDNN backend is of the same
 generation), forward + backward: FlashAttention-2's 0.34 (Dao 2023) times FA3's speed-up over it,

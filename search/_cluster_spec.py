@@ -72,7 +72,8 @@ class GPUSpec:
     measured by the profiler; the preset value cites its source."""
     attention_efficiency: float = 0.6
     """Best fraction of dense peak FlashAttention-2 reaches on this GPU (forward + backward,
-    FLOPs counted as executed); Dao 2023: 230/312 on A100, 335/989 on H100."""
+    FLOPs counted as executed); Dao 2023: 335/989 on H100 (the A100 preset's 230/312 is its forward
+    pass: a known inconsistency, docs/cost-model.md Known limits)."""
     gemm_flop_per_s_by_size: tuple[tuple[float, float], ...] = ()
     """Measured 16-bit GEMM throughput as (FLOPs per GEMM, FLOP/s) pairs sorted by size, from a
     hardware profile; empty means the preset roofline (matmul_efficiency x peak, tile-quantised)."""
