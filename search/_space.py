@@ -342,6 +342,9 @@ def enumerate_space(
     blocks: list[Block] = []
     n_valid = 0
     variants_of: dict[tuple[object, ...], tuple[Variant, ...]] = {}
+    # A block's micro-batch entries and their count, shared by the blocks that run the same runtimes
+    # over the same micro-batches and schedule.
+    entries_of: dict[tuple[object, ...], tuple[tuple[tuple[int, tuple[Variant, ...]], ...], int]] = {}
     # Loops in the order tp, pp, cp, vp, sp, zero/offload, recompute, micro_batch; integer checks
     # first, and per micro-batch the runtimes that run it (one ParallelConfig, labelled once per
     # runtime), Megatron's other placement and DeepSpeed's tilings.
@@ -381,19 +384,24 @@ def enumerate_space(
                                           and _admits(_status("megatron", tp, pp, vp, cp, sp, zero, opt, param, rc,
                                                               overlap, ep * etp > 1, placed=True), allow_untested))
                                 tiled = allow_tiling and zero == 3 and "deepspeed" in labels
-                                entries = []
-                                for mb in micro:
-                                    vkey = (labels, placed, tiled, per_rank // mb, pp, vp)
-                                    variants = variants_of.get(vkey)
-                                    if variants is None:
-                                        variants = variants_of[vkey] = _variants(labels, placed, tiled,
-                                                                                 per_rank // mb, pp, vp)
-                                    if variants:
-                                        entries.append((mb, variants))
-                                        n_valid += len(variants)
-                                if entries:
+                                ekey = (labels, placed, tiled, per_rank, pp, vp)  # ``micro`` follows per_rank
+                                entries_n = entries_of.get(ekey)
+                                if entries_n is None:
+                                    entries: list[tuple[int, tuple[Variant, ...]]] = []
+                                    for mb in micro:
+                                        vkey = (labels, placed, tiled, per_rank // mb, pp, vp)
+                                        variants = variants_of.get(vkey)
+                                        if variants is None:
+                                            variants = variants_of[vkey] = _variants(labels, placed, tiled,
+                                                                                     per_rank // mb, pp, vp)
+                                        if variants:
+                                            entries.append((mb, variants))
+                                    entries_n = entries_of[ekey] = (tuple(entries),
+                                                                     sum(len(v) for _mb, v in entries))
+                                if entries_n[0]:
+                                    n_valid += entries_n[1]
                                     blocks.append(Block(dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt,
-                                                        param, rc, tuple(entries)))
+                                                        param, rc, entries_n[0]))
 
     n_micro = len(mbs) if mbs is not None else len(divisors(global_batch))
     size = (len(runtimes) * len(world_divisors) ** 3 * len(divisors(model.layers)) * 3 * n_micro
