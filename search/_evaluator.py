@@ -153,6 +153,7 @@ class Evaluator:
         order): the exact count of configurations that fit, the closest misses, and the fitting ones
         (returned, in order, built on access) for the time sweeps."""
         fitting: list[FitRow] = []
+        self._refinable = []
         # Peak memory never falls as the micro-batch grows (activations per micro-batch scale with it,
         # micro-batches in flight at most inversely: stored = per-layer x min(mb (pp - r), batch/dp)),
         # so once a configuration does not fit, the same one with a larger micro-batch does not either
@@ -232,8 +233,8 @@ class Evaluator:
                         live.discard((runtime, tiles))
                         self._remember_miss(row, order, host)
                     if refine_fit if fit else (refine_miss and runtime == "megatron"):
-                        # Which policies may refine it is asked in derive_partials (the twins it looks up
-                        # were all scanned before it: the space's order has recompute and offload "none" first).
+                        # Which policies may refine it is asked in derive_partials, against every
+                        # configuration the scan found to fit.
                         self._refinable.append((row, twin, fit))
         self._fits_at = fits_at
         self.n_feasible = len(fitting)
