@@ -16,6 +16,40 @@ from search._ranking import complexity, listing_key
 from search._space import Candidate
 
 
+class _TopListed:
+    """The ``k`` best throughputs timed so far, each listing (:func:`search._ranking.listing_key`)
+    counted once as :func:`search._ranking.rank` lists it; listings in ``skip`` are already listed."""
+
+    def __init__(self, k: int, skip: set[tuple[object, ...]] | None = None) -> None:
+        self.k, self._skip = k, skip or set()
+        self._heap: list[tuple[float, int]] = []  # min-heap of (tokens/s, arrival)
+        self._keys: dict[int, tuple[object, ...]] = {}  # the listing of each arrival in the heap
+        self._arrivals = itertools.count()
+
+    def full(self) -> bool:
+        return len(self._heap) == self.k
+
+    def floor(self) -> float:
+        """The k-th best throughput (when :meth:`full`)."""
+        return self._heap[0][0]
+
+    def add(self, cand: Candidate, pred: Prediction) -> None:
+        key = listing_key(cand, pred)
+        if key in self._skip or key in self._keys.values():
+            return  # a twin of one counted: the same throughput, listed once
+        arrival = next(self._arrivals)
+        if len(self._heap) < self.k:
+            heapq.heappush(self._heap, (pred.tokens_per_s, arrival))
+        elif pred.tokens_per_s > self._heap[0][0]:
+            del self._keys[heapq.heapreplace(self._heap, (pred.tokens_per_s, arrival))[1]]
+        else:
+            return
+        self._keys[arrival] = key
+
+    def listings(self) -> list[tuple[object, ...]]:
+        return list(self._keys.values())
+
+
 def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective: str,
           progress: ProgressFn | None, max_visits: int | None = None,
           known: Sequence[tuple[Candidate, Prediction, float]] = (), bounds: Sequence[float] | None = None) -> None:
@@ -33,35 +67,19 @@ def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective:
     if bounds is None:
         bounds = [ev.upper_bound_tokens_per_s(c) for c in candidates]
     order = sorted(zip(bounds, range(total), strict=True), reverse=True)
-    kth: list[tuple[float, int]] = []  # min-heap of the k best (tokens/s, arrival) so far
-    keys: dict[int, tuple[object, ...]] = {}  # their listings, by arrival
-    arrivals = itertools.count()
-
-    def count(cand: Candidate, pred: Prediction) -> None:
-        key = listing_key(cand, pred)
-        if key in keys.values():
-            return  # a twin of one counted: the same throughput, listed once
-        arrival = next(arrivals)
-        if len(kth) < top_k:
-            heapq.heappush(kth, (pred.tokens_per_s, arrival))
-        elif pred.tokens_per_s > kth[0][0]:
-            del keys[heapq.heapreplace(kth, (pred.tokens_per_s, arrival))[1]]
-        else:
-            return
-        keys[arrival] = key
-
+    top = _TopListed(top_k)
     for timed, timed_pred, _score in known:
-        count(timed, timed_pred)
+        top.add(timed, timed_pred)
     step = max(1, total // 100)
     for visited, (bound, i) in enumerate(order, start=1):
-        if objective != "pareto" and len(kth) == top_k and bound <= kth[0][0]:
+        if objective != "pareto" and top.full() and bound <= top.floor():
             break
         if max_visits is not None and visited > max_visits:
             break
         cand = candidates[i]
         pred, _plan = ev(cand)
         if pred is not None:
-            count(cand, pred)
+            top.add(cand, pred)
         if progress is not None and visited % step == 0:
             progress(visited, total)
     if progress is not None:
@@ -98,24 +116,15 @@ def equivalence_sweep(parts: Sequence[tuple[Sequence[Candidate], Sequence[float]
         need = top_k - len(listed)
         if need <= 0:
             break
-        kth: list[tuple[float, int]] = []  # min-heap of this group's need best (tokens/s, position)
-        keys: dict[int, tuple[object, ...]] = {}
+        top = _TopListed(need, listed)
         for bound, i in sorted(groups[group], reverse=True):
-            if len(kth) == need and bound <= kth[0][0]:
+            if top.full() and bound <= top.floor():
                 break
             cand = candidates[i]
             pred, _plan = ev(cand)
-            if pred is None or not within_band(pred.tokens_per_s, best_tps, band):
-                continue
-            key = listing_key(cand, pred)
-            if key in listed or key in keys.values():
-                continue
-            keys[i] = key
-            if len(kth) < need:
-                heapq.heappush(kth, (pred.tokens_per_s, i))
-            elif pred.tokens_per_s > kth[0][0]:
-                heapq.heapreplace(kth, (pred.tokens_per_s, i))
-        listed.update(keys[i] for _tps, i in kth)
+            if pred is not None and within_band(pred.tokens_per_s, best_tps, band):
+                top.add(cand, pred)
+        listed.update(top.listings())
 
 
 def pareto_sweep(fitting: FitList, ev: Evaluator, bounds: Sequence[float]) -> None:
