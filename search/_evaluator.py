@@ -303,14 +303,9 @@ class Evaluator:
         space's configurations that fit)."""
         derived: list[Candidate] = []
         self._threshold = threshold_tokens_per_s
-        bound = self._bound
         for row, twin, fit in self._refinable:
             kinds = self._partial_kinds(twin, fit, self._fits_at)
-            if not kinds:
-                continue
-            b = row.block  # the bound from the row's fields (enumerated rows recompute all layers or none)
-            if bound(row.runtime, b.dp, b.tp, b.pp, b.vp, b.cp, b.sp, row.micro_batch, b.recompute, b.tp_comm_overlap,
-                     b.stage_layers, b.ep, b.etp, 1 if "recompute_layers" in kinds else None) <= threshold_tokens_per_s:
+            if not kinds or self._row_bound(row, 1 if "recompute_layers" in kinds else None) <= threshold_tokens_per_s:
                 continue
             cand = row.candidate()
             for part, part_plan in self._derive(cand, row.peak_bytes, kinds):
@@ -374,9 +369,14 @@ class Evaluator:
 
     def row_bounds(self, rows: FitList) -> list[float]:
         """:meth:`upper_bound_tokens_per_s` of each scanned fitting candidate, without building it."""
-        bound = self._bound
-        return [bound(r.runtime, b.dp, b.tp, b.pp, b.vp, b.cp, b.sp, r.micro_batch, b.recompute, b.tp_comm_overlap,
-                      b.stage_layers, b.ep, b.etp, None) for r in rows.rows for b in (r.block,)]
+        return [self._row_bound(r, None) for r in rows.rows]
+
+    def _row_bound(self, row: FitRow, recompute_layers: int | None) -> float:
+        """:meth:`upper_bound_tokens_per_s` of a scanned row, from its fields (``recompute_layers``
+        stands in for its own, which enumerated rows leave None)."""
+        b = row.block
+        return self._bound(row.runtime, b.dp, b.tp, b.pp, b.vp, b.cp, b.sp, row.micro_batch, b.recompute,
+                           b.tp_comm_overlap, b.stage_layers, b.ep, b.etp, recompute_layers)
 
     def _bound(self, framework: Framework, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int,
                recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int, etp: int,
