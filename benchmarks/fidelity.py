@@ -1,6 +1,7 @@
 """Fidelity of the cost model against published runs and feasibility claims.
 
-    python benchmarks/fidelity.py [--data FILE ...] [--feasibility FILE] [--json] [--loso [--maxiter N]]
+    python benchmarks/fidelity.py [--data FILE ...] [--feasibility FILE] [--json] [--as-published]
+                                  [--loso [--maxiter N]]
 
 Predicts every run of the files in the calibration schema (``benchmarks/data/README.md``;
 default: the project's published runs in ``benchmarks/data``) and prints, per run, predicted vs
@@ -8,7 +9,9 @@ measured iteration time and peak memory and whether the OOM verdict agrees; then
 and max absolute percentage error per source and overall. A run whose configuration leaves
 fields open is predicted as tuned (``benchmarks/_tuned.py``). A record the model cannot express
 (an unknown GPU, a mixture of experts, an uneven pipeline, ...) or that is malformed is listed
-with its reasons and counted by reason; it never stops the others.
+with its reasons and counted by reason; it never stops the others. A row whose printed layout its
+own recipe contradicts is read with its erratum (``benchmarks/data/errata.json``, listed in the
+report; ``--as-published`` reads every row as printed).
 
 Ranking: among runs of the same model shape on the same GPU type and count, every pair whose
 measured tokens/s differ by more than 10 % (5 % and 20 % too) is concordant when the predicted
@@ -34,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._errata import Erratum, load_errata, read_corrected  # noqa: E402
 from benchmarks._tuned import predict_tuned  # noqa: E402
 from benchmarks.fit_constants import DATA, fit, short_source  # noqa: E402
 from search import Calibration, predict  # noqa: E402
@@ -42,7 +46,7 @@ from search._runs_file import (  # noqa: E402
     RefusedRow,
     load_feasibility,
     load_runs,  # noqa: F401 (for callers)
-    read_runs,
+    read_runs,  # noqa: F401 (for callers)
 )
 
 DEFAULT_DATA = (DATA / "runs.json", DATA / "runs_2024_2026.json")
@@ -51,6 +55,7 @@ GiB = 2**30
 THRESHOLDS = (0.05, 0.10, 0.20)
 """Measured tokens/s gaps above which a pair of runs is ranked; 0.10 is the headline."""
 HEADLINE = 0.10
+ERRATA_NOTE = "benchmarks/data/errata.json; --as-published reads them as printed"
 ACROSS = "(across sources)"
 
 
@@ -166,10 +171,11 @@ def refusals(refused: Sequence[RefusedRow]) -> dict[str, Any]:
 
 
 def summarize(results: list[RunResult], claims_ok: list[bool] | None = None,
-              refused: Sequence[RefusedRow] = ()) -> dict[str, Any]:
+              refused: Sequence[RefusedRow] = (), errata: Sequence[Erratum] = ()) -> dict[str, Any]:
     """The JSON summary: overall and per-source time/memory errors, OOM and feasibility agreement,
-    the pairwise ranking, the runs completed as tuned, the records refused and the mixture-of-experts
-runs' error per model family, and the error per GPU type (dense and MoE apart)."""
+    the pairwise ranking, the runs completed as tuned, the records refused, the errata applied
+    (``benchmarks/_errata.py``), the mixture-of-experts runs' error per model family, and the error
+    per GPU type (dense and MoE apart)."""
     times = [r.time_ape for r in results if r.time_ape is not None]
     mems = [r.memory_ape for r in results if r.memory_ape is not None]
     ooms = [r.oom_correct for r in results if r.oom_correct is not None]
@@ -208,6 +214,7 @@ runs' error per model family, and the error per GPU type (dense and MoE apart)."
         "completed_fields": dict(Counter(f for r in completed for f in r.run.unknown).most_common()),
         "pairwise": ranking(results),
         "refused": refusals(refused),
+        "errata": [e.as_dict() for e in errata],
         "moe_families": {name: {"n_time": st["n"], "time_mape": st["mape"], "time_max_ape": st["max_ape"]}
                          for name, apes in sorted(by_family.items()) for st in (_stats(apes),)},
         "per_gpu": {name: {"n_time": st["n"], "time_mape": st["mape"], "time_max_ape": st["max_ape"]}
@@ -266,6 +273,7 @@ def _pct(x: float | None) -> str:
 
 def print_table(results: list[RunResult], summary: dict[str, Any], claims: list[tuple[str, bool, bool, str]],
                 refused: Sequence[RefusedRow] = ()) -> None:
+    corrected = {e["id"] for e in summary.get("errata", ())}
     print(f"{'run':<58} {'t_pred':>9} {'t_meas':>9} {'err%':>6} {'mem_pred':>8} {'mem_meas':>8} {'err%':>6} oom")
     for r in results:
         if r.error:
@@ -275,7 +283,8 @@ def print_table(results: list[RunResult], summary: dict[str, Any], claims: list[
         oom = {None: "-", True: "ok", False: "WRONG"}[r.oom_correct]
         print(f"{r.run.id[:58]:<58} {r.time_s:9.3f} {_fmt(r.run.iteration_time_s, '9.3f'):>9} "
               f"{_fmt(r.time_ape, '6.1f'):>6} {r.memory_bytes / GiB:8.1f} {_fmt(mm and mm / GiB, '8.1f'):>8} "
-              f"{_fmt(r.memory_ape, '6.1f'):>6} {oom}{' tuned' if r.completed else ''}")
+              f"{_fmt(r.memory_ape, '6.1f'):>6} {oom}{' tuned' if r.completed else ''}"
+              f"{' erratum' if r.run.id in corrected else ''}")
     for row in refused:
         first, more = row.refusals[0], len(row.refusals) - 1
         print(f"{row.id[:58]:<58} REFUSED {first.category}: {first.field}: {first.problem}"
@@ -308,6 +317,11 @@ def print_table(results: list[RunResult], summary: dict[str, Any], claims: list[
         reasons = ", ".join(f"{k} {v}" for k, v in ref["by_reason"].items())
         print(f"records the model cannot express: {ref['n']} "
               f"(by reason, a record under each of its reasons: {reasons})")
+    if summary.get("errata"):
+        print(f"rows read with an erratum ({ERRATA_NOTE}): {len(summary['errata'])}")
+        for e in summary["errata"]:
+            fields = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in e["fields"].items())
+            print(f"  {e['id']}: {fields}")
     if claims:
         print()
         for cid, expected, got, why in claims:
@@ -332,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="feasibility claims file (default, with the default data: "
                         "benchmarks/data/feasibility.json)")
     parser.add_argument("--json", action="store_true", help="print one JSON summary object")
+    parser.add_argument("--as-published", action="store_true",
+                        help="read every row as printed, without benchmarks/data/errata.json")
     parser.add_argument("--loso", action="store_true",
                         help="leave one source out: refit the constants without each source and predict it (minutes)")
     parser.add_argument("--maxiter", type=int, default=40, help="generations of each --loso fit (fewer: faster)")
@@ -342,7 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     if feas is None and args.data is None and (DATA / "feasibility.json").exists():
         feas = DATA / "feasibility.json"
     try:
-        files = [read_runs(path) for path in paths]
+        errata = () if args.as_published else load_errata()
+        read = [read_corrected(path, errata) for path in paths]
+        files = [f for f, _ in read]
+        applied = [e for _, got in read for e in got]
         claims = check_claims(feas) if feas else []
     except (OSError, ValueError, KeyError) as exc:
         print(f"fidelity: error: {exc}", file=sys.stderr)
@@ -354,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fidelity: error: no record of {', '.join(map(str, paths))} could be read ({why})", file=sys.stderr)
         return 2
     results = evaluate(runs)
-    summary = summarize(results, [e == g for _, e, g, _ in claims] if feas else None, refused)
+    summary = summarize(results, [e == g for _, e, g, _ in claims] if feas else None, refused, applied)
     if args.loso:
         summary["leave_one_source_out"] = leave_one_source_out(
             runs, args.maxiter, args.seed, progress=lambda line: print(line, file=sys.stderr, flush=True))

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._errata import read_corrected  # noqa: E402
 from benchmarks._tuned import completions, predict_tuned  # noqa: E402
 from search import Calibration, ParallelConfig  # noqa: E402
 from search._calibration import CALIBRATION_PATH, default_calibration  # noqa: E402
@@ -160,7 +161,7 @@ def error_bands(runs: list[CalibrationRun], cal: Calibration, configs: Completio
         return {k: {"mape": round(statistics.fmean(v), 4), "n": len(v)} for k, v in sorted(groups.items())}
 
     if moe_runs is None:
-        moe_runs = [r for r in read_runs(DATA / "runs_2024_2026.json").runs if r.model.moe is not None]
+        moe_runs = [r for r in read_corrected(DATA / "runs_2024_2026.json")[0].runs if r.model.moe is not None]
     moe = [abs(predict_tuned(r, cal).prediction.iteration_time_s - r.iteration_time_s) / r.iteration_time_s
            for r in moe_runs if r.iteration_time_s is not None and r.ran is not False]
     return {"by_runtime_gpu": summary(by_pair), "by_runtime": summary(by_runtime),
@@ -170,11 +171,12 @@ def error_bands(runs: list[CalibrationRun], cal: Calibration, configs: Completio
 
 
 def read_all(paths: list[Path]) -> tuple[list[CalibrationRun], int]:
-    """The runs of every file, and how many records were refused (fidelity.py says why)."""
+    """The runs of every file (with their errata, ``benchmarks/_errata.py``), and how many records
+    were refused (fidelity.py says why)."""
     runs: list[CalibrationRun] = []
     refused = 0
     for path in paths:
-        got = read_runs(path)
+        got, _ = read_corrected(path)
         runs += got.runs
         refused += len(got.refused)
     return runs, refused

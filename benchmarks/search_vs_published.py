@@ -31,9 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._errata import read_corrected  # noqa: E402
 from benchmarks._tuned import predict_tuned  # noqa: E402
 from search import ParallelConfig, search  # noqa: E402
-from search._runs_file import CalibrationRun, read_runs  # noqa: E402
+from search._runs_file import CalibrationRun  # noqa: E402
 
 RUNS = ROOT / "benchmarks" / "data" / "runs.json"
 CLAIM_FLAG = 0.15
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    runs = [run for run in read_runs(args.data).runs if run.ran]
+    runs = [run for run in read_corrected(args.data)[0].runs if run.ran]
     rows = []
     for i, run in enumerate(runs, start=1):
         rows.append(evaluate(run, args.top))

@@ -360,7 +360,9 @@ def run_from_record(rec: dict[str, Any]) -> CalibrationRun:
         raise RecordRefused(rid, [Refusal("record", f"a value has the wrong type: {exc}", MALFORMED)]) from None
 
 
-def _records(path: str | Path) -> list[Any]:
+def json_records(path: str | Path) -> list[Any]:
+    """The records of a ``runs.json``-schema file, as JSON (a file that is not a JSON list raises
+    ``ValueError``, one that cannot be read ``OSError``)."""
     records = json.loads(Path(path).read_text())
     if not isinstance(records, list):
         raise ValueError(f"{path}: not a JSON list of run records (benchmarks/data/README.md)")
@@ -369,19 +371,25 @@ def _records(path: str | Path) -> list[Any]:
 
 def load_runs(path: str | Path) -> list[CalibrationRun]:
     """All records of a ``runs.json``-schema file; the first record that cannot be read raises."""
-    return [run_from_record(rec) for rec in _records(path)]
+    return [run_from_record(rec) for rec in json_records(path)]
 
 
-def read_runs(path: str | Path) -> RunsFile:
-    """Every record of a ``runs.json``-schema file: the runs read, and each record refused with its
-    reasons (a file that is not a JSON list raises ``ValueError``, one that cannot be read ``OSError``)."""
+def read_records(records: list[Any], path: str | Path) -> RunsFile:
+    """Every record of a list read from ``path`` (named in each refusal): the runs read, and each
+    record refused with its reasons."""
     runs, refused = [], []
-    for rec in _records(path):
+    for rec in records:
         try:
             runs.append(run_from_record(rec))
         except RecordRefused as exc:
             refused.append(RefusedRow(exc.record_id, str(path), exc.refusals))
     return RunsFile(tuple(runs), tuple(refused))
+
+
+def read_runs(path: str | Path) -> RunsFile:
+    """Every record of a ``runs.json``-schema file: the runs read, and each record refused with its
+    reasons (a file that is not a JSON list raises ``ValueError``, one that cannot be read ``OSError``)."""
+    return read_records(json_records(path), path)
 
 
 @dataclass(frozen=True, slots=True)

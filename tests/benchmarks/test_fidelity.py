@@ -363,3 +363,29 @@ def test_leave_one_source_out_refits_without_each_source(tmp_path: Path, capsys:
         assert stats["n_time"] == 4 and stats["time_mape"] >= 0 and stats["in_sample_time_mape"] >= 0
     assert "LOSO 1/2: refit without MosaicML llm-foundry (4 runs), then predict its 4" in captured.err
     assert "time constants: generation 1/1" in captured.err
+
+
+# --- Blackwell dense rows per GPU type (issue 15) -----------------------------------------------
+
+BLACKWELL = ("b200-sxm-180gb", "b300-sxm-270gb", "gb200-nvl72", "gb300-nvl72")
+
+
+@pytest.fixture(scope="module")
+def per_gpu_2024_2026() -> dict:
+    errata = fidelity.load_errata()
+    got, applied = fidelity.read_corrected(RUNS_2024_2026, errata)
+    return fidelity.summarize(fidelity.evaluate(got.runs), errata=applied)["per_gpu"]
+
+
+@pytest.mark.parametrize("gpu", BLACKWELL)
+def test_dense_blackwell_rows_have_at_most_15_percent_time_mape_per_gpu_type(per_gpu_2024_2026: dict,
+                                                                             gpu: str) -> None:
+    """Issue 15's bar, with the constants global (fitted on runs.json only). B300 has no dense row the
+    model can express; the two 26.02.01 GB300 rows whose printed layout their recipe contradicts are
+    read with their errata (benchmarks/data/errata.json: 17.8 % as printed)."""
+    stats = per_gpu_2024_2026.get(f"{gpu} dense")
+    if gpu == "b300-sxm-270gb":
+        assert stats is None
+        return
+    assert stats["n_time"] >= 8
+    assert stats["time_mape"] <= 15.0, f"{gpu} dense: time MAPE {stats['time_mape']:.2f} % over {stats['n_time']}"

@@ -1,0 +1,128 @@
+"""Errata of the published runs: rows whose printed layout contradicts the recipe that produced it.
+
+The calibration files of ``benchmarks/data`` are verbatim copies of their sources (``PROVENANCE.md``
+checks their hashes), including a table's misprints. ``benchmarks/data/errata.json`` lists the rows
+whose printed configuration the run's own recipe contradicts, each with the published values, the
+corrected ones, the reason and the evidence (file, commit and line). :func:`read_corrected` reads a
+runs file with them applied, after checking that each row still holds the published values (a
+changed data file is an error, never a silent patch); the benchmarks that fit and score the model
+read the data through it, and ``fidelity.py --as-published`` reads the rows as printed. An erratum
+corrects what a run was, never what it measured: only configuration fields can be corrected.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from search._runs_file import RunsFile, json_records, read_records
+
+ERRATA = Path(__file__).resolve().parent / "data" / "errata.json"
+"""The project's errata of its published runs."""
+CORRECTABLE = frozenset({"tp", "pp", "dp", "cp", "vp", "ep", "etp", "micro_batch", "grad_accum", "global_batch"})
+"""Fields of a record's ``config`` an erratum may correct: the layout a table prints."""
+
+
+@dataclass(frozen=True, slots=True)
+class Erratum:
+    """One row's printed configuration corrected to its recipe's, with why."""
+
+    file: str
+    """Name of the runs file that holds the row (``runs_2024_2026.json``)."""
+    id: str
+    published: Mapping[str, Any]
+    """The row's ``config`` values as printed; checked before correcting."""
+    corrected: Mapping[str, Any]
+    """The values the recipe that ran it gives, for the same fields."""
+    reason: str
+    evidence: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "id": self.id,
+                "fields": {k: [self.published[k], self.corrected[k]] for k in self.corrected},
+                "reason": self.reason, "evidence": list(self.evidence)}
+
+
+def _erratum(entry: Any, where: str) -> Erratum:
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: is a {type(entry).__name__}, not an object with file, id, published, "
+                         "corrected, reason and evidence")
+    missing = sorted({"file", "id", "published", "corrected", "reason", "evidence"} - set(entry))
+    if missing:
+        raise ValueError(f"{where}: {', '.join(missing)} missing; every erratum names its row, the published "
+                         "and corrected values, the reason and the evidence")
+    published, corrected = entry["published"], entry["corrected"]
+    if not isinstance(published, dict) or not isinstance(corrected, dict) or not corrected:
+        raise ValueError(f"{where}: published and corrected must be objects of config fields")
+    if set(published) != set(corrected):
+        raise ValueError(f"{where}: published names {sorted(published)} but corrected {sorted(corrected)}; "
+                         "give both values of every field corrected")
+    if bad := sorted(set(corrected) - CORRECTABLE):
+        raise ValueError(f"{where}: config.{bad[0]} cannot be corrected; an erratum corrects only the layout "
+                         f"({', '.join(sorted(CORRECTABLE))})")
+    for field, value in corrected.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{where}: corrected config.{field} is {value!r}; give a positive integer")
+    evidence = entry["evidence"]
+    if not isinstance(evidence, list) or not evidence or not all(isinstance(e, str) and e for e in evidence):
+        raise ValueError(f"{where}: evidence must be a non-empty list of citations (file, commit, line)")
+    if not isinstance(entry["reason"], str) or not entry["reason"]:
+        raise ValueError(f"{where}: reason must say why the printed values are wrong")
+    return Erratum(str(entry["file"]), str(entry["id"]), dict(published), dict(corrected), entry["reason"],
+                   tuple(evidence))
+
+
+def load_errata(path: str | Path = ERRATA) -> tuple[Erratum, ...]:
+    """The errata of ``path``; a malformed entry raises ``ValueError`` naming it and the field."""
+    doc = json.loads(Path(path).read_text())
+    entries = doc.get("errata") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: not an object with an 'errata' list")
+    errata = tuple(_erratum(e, f"{path}: errata[{i}]") for i, e in enumerate(entries))
+    seen: set[tuple[str, str]] = set()
+    for e in errata:
+        if (e.file, e.id) in seen:
+            raise ValueError(f"{path}: {e.id} is corrected twice; merge its entries")
+        seen.add((e.file, e.id))
+    return errata
+
+
+def correct_records(records: Sequence[Any], name: str,
+                    errata: Sequence[Erratum]) -> tuple[list[Any], tuple[Erratum, ...]]:
+    """``records`` of the runs file called ``name`` with the errata for that file applied (copies;
+    the input is untouched), and the errata applied (a file may hold a subset of the rows). A row
+    with an erratum must hold the published values, or ``ValueError`` says which row and field changed."""
+    mine = {e.id: e for e in errata if e.file == name}
+    if not mine:
+        return list(records), ()
+    out, applied = [], []
+    for rec in records:
+        rid = rec.get("id") if isinstance(rec, dict) else None
+        e = mine.get(rid) if isinstance(rid, str) else None
+        if e is None:
+            out.append(rec)
+            continue
+        config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+        for field, value in e.published.items():
+            if config.get(field) != value:
+                raise ValueError(f"{name}: {rid}: config.{field} is {config.get(field)!r} but its erratum "
+                                 f"expects the published {value!r}; the data changed: review the erratum in "
+                                 f"{ERRATA.name}")
+        fixed = copy.deepcopy(rec)
+        fixed["config"].update(e.corrected)
+        out.append(fixed)
+        applied.append(e)
+    return out, tuple(applied)
+
+
+def read_corrected(path: str | Path, errata: Sequence[Erratum] | None = None) -> tuple[RunsFile, tuple[Erratum, ...]]:
+    """Every record of a runs file, with the errata for its name applied (default: the project's), and
+    the errata applied. Raises as :func:`search._runs_file.read_runs` does, and ``ValueError`` when an
+    erratum no longer matches its row."""
+    records = json_records(path)
+    fixed, applied = correct_records(records, Path(path).name, load_errata() if errata is None else errata)
+    return read_records(fixed, path), applied

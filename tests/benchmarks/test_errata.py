@@ -1,0 +1,138 @@
+"""Errata of the published runs (benchmarks/_errata.py, benchmarks/data/errata.json): each applies to
+its row only while the row holds the published values, changes only the layout, is reported by
+fidelity.py, and a malformed erratum is a clear error."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import fidelity  # noqa: E402
+from benchmarks._errata import ERRATA, correct_records, load_errata, read_corrected  # noqa: E402
+from search import predict  # noqa: E402
+from search._runs_file import read_runs  # noqa: E402
+
+DATA = ROOT / "benchmarks" / "data"
+
+
+def _entry(**over: Any) -> dict[str, Any]:
+    entry = json.loads(ERRATA.read_text())["errata"][0]
+    entry.update(over)
+    return entry
+
+
+def _write(tmp_path: Path, *entries: Any) -> Path:
+    path = tmp_path / "errata.json"
+    path.write_text(json.dumps({"errata": list(entries)}))
+    return path
+
+
+def test_every_erratum_matches_its_published_row_and_cites_evidence() -> None:
+    errata = load_errata()
+    assert errata, "the project's errata file is empty"
+    for e in errata:
+        records = {r["id"]: r for r in json.loads((DATA / e.file).read_text())}
+        assert e.id in records, f"{e.id} is not a row of {e.file}"
+        config = records[e.id]["config"]
+        assert {k: config[k] for k in e.published} == dict(e.published)
+        assert dict(e.corrected) != dict(e.published)
+        assert all(("@" in ev or " at " in ev) and "line" in ev for ev in e.evidence[:1]), e.evidence
+
+
+def test_the_corrected_rows_are_read_with_the_recipes_layout_and_the_rest_as_printed() -> None:
+    path = DATA / "runs_2024_2026.json"
+    printed = {r.id: r for r in read_runs(path).runs}
+    corrected, applied = read_corrected(path)
+    assert {e.id for e in applied} == {e.id for e in load_errata() if e.file == path.name}
+    fixed = {e.id: e for e in applied}
+    assert len(corrected.runs) == len(printed)
+    for run in corrected.runs:
+        before = printed[run.id]
+        if run.id not in fixed:
+            assert run == before
+            continue
+        e = fixed[run.id]
+        c = run.config
+        got = {"micro_batch": c.micro_batch, "vp": c.vp, "pp": c.pp, "dp": c.dp, "tp": c.tp, "cp": c.cp}
+        assert {k: v for k, v in got.items() if k in e.corrected} == {k: v for k, v in e.corrected.items() if k in got}
+        # What was measured, the model, the cluster and the run's identity are untouched.
+        assert (run.iteration_time_s, run.model, run.cluster, run.source) == (
+            before.iteration_time_s, before.model, before.cluster, before.source)
+        assert c.world_size == run.cluster.world_size == before.config.world_size
+
+
+def test_the_nvfp4_row_as_printed_cannot_fit_and_as_its_recipe_does() -> None:
+    """The evidence the NVFP4 erratum cites: 70B unsharded on a 288 GB GPU does not fit."""
+    rid = "mbridge-26.02.01-gb300-llama3-70b-nvfp4-64g-gbs256-mbs2-tp1pp1cp1vp1"
+    path = DATA / "runs_2024_2026.json"
+    printed = next(r for r in read_runs(path).runs if r.id == rid)
+    fixed = next(r for r in read_corrected(path)[0].runs if r.id == rid)
+    assert not predict(printed.model, printed.cluster, printed.config, printed.training).feasible
+    assert predict(fixed.model, fixed.cluster, fixed.config, fixed.training).feasible
+
+
+def test_an_erratum_whose_row_changed_is_an_error_naming_row_and_field() -> None:
+    e = load_errata()[0]
+    records = json.loads((DATA / e.file).read_text())
+    row = next(r for r in records if r["id"] == e.id)
+    field = next(iter(e.published))
+    row["config"][field] = e.published[field] + 7
+    with pytest.raises(ValueError, match=rf"{e.id}: config\.{field} is .*review the erratum"):
+        correct_records(records, e.file, [e])
+
+
+def test_correcting_leaves_the_input_records_untouched() -> None:
+    e = load_errata()[0]
+    records = json.loads((DATA / e.file).read_text())
+    before = copy.deepcopy(records)
+    out, applied = correct_records(records, e.file, [e])
+    assert records == before and applied == (e,) and out != before
+    # Another file's rows are not corrected even when an id matches.
+    assert correct_records(records, "other.json", [e]) == (records, ())
+
+
+@pytest.mark.parametrize(("over", "message"), [
+    ({"corrected": {"recompute": 1}, "published": {"recompute": 2}}, r"config\.recompute cannot be corrected"),
+    ({"corrected": {"micro_batch": 0}, "published": {"micro_batch": 2}}, r"corrected config\.micro_batch is 0"),
+    ({"corrected": {"micro_batch": 1}, "published": {"vp": 1}}, r"give both values of every field"),
+    ({"evidence": []}, r"evidence must be a non-empty list"),
+    ({"reason": ""}, r"reason must say why"),
+])
+def test_a_malformed_erratum_names_the_entry_and_the_field(tmp_path: Path, over: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=r"errata\[0\]: .*" + message):
+        load_errata(_write(tmp_path, _entry(**over)))
+
+
+def test_an_erratum_without_a_field_or_given_twice_is_refused(tmp_path: Path) -> None:
+    entry = _entry()
+    del entry["evidence"]
+    with pytest.raises(ValueError, match=r"errata\[0\]: evidence missing"):
+        load_errata(_write(tmp_path, entry))
+    with pytest.raises(ValueError, match="corrected twice"):
+        load_errata(_write(tmp_path, _entry(), _entry()))
+
+
+def test_fidelity_reports_the_errata_and_can_read_the_rows_as_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(DATA / "runs_2024_2026.json")
+    assert fidelity.main(["--data", path, "--json"]) == 0
+    corrected = json.loads(capsys.readouterr().out)
+    assert fidelity.main(["--data", path, "--json", "--as-published"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    ids = {e.id for e in load_errata()}
+    assert {e["id"] for e in corrected["errata"]} == ids and printed["errata"] == []
+    assert corrected["n_time"] == printed["n_time"]
+    # The printed NVFP4 layout is the one OOM verdict on the file the errata turn right.
+    assert corrected["oom_correct"] == printed["oom_correct"] + 1
+    assert fidelity.main(["--data", path]) == 0
+    table = capsys.readouterr().out
+    assert f"rows read with an erratum ({fidelity.ERRATA_NOTE}): {len(ids)}" in table
+    assert "benchmarks/data/errata.json" in fidelity.ERRATA_NOTE
