@@ -7,7 +7,8 @@ corrected ones, the reason and the evidence (file, commit and line). :func:`read
 runs file with them applied, after checking that each row still holds the published values (a
 changed data file is an error, never a silent patch); the benchmarks that fit and score the model
 read the data through it, and ``fidelity.py --as-published`` reads the rows as printed. An erratum
-corrects what a run was, never what it measured: only configuration fields can be corrected.
+corrects what a run was, never what it measured: only the layout and the MoE dispatcher can be
+corrected (a corrected row the model cannot express is then refused with its reason, as any other).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from search._runs_file import RunsFile, json_records, read_records
 ERRATA = Path(__file__).resolve().parent / "data" / "errata.json"
 """The project's errata of its published runs."""
 CORRECTABLE = frozenset({"tp", "pp", "dp", "cp", "vp", "ep", "etp", "micro_batch", "grad_accum", "global_batch"})
-"""Fields of a record's ``config`` an erratum may correct: the layout a table prints."""
+"""Fields of a record's ``config`` an erratum may correct: the layout a table prints (positive integers)."""
+CORRECTABLE_TEXT = frozenset({"moe_dispatcher"})
+"""Settings a recipe fixes that a stale row must carry too (a dispatcher the loader then refuses, say)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +64,14 @@ def _erratum(entry: Any, where: str) -> Erratum:
     if set(published) != set(corrected):
         raise ValueError(f"{where}: published names {sorted(published)} but corrected {sorted(corrected)}; "
                          "give both values of every field corrected")
-    if bad := sorted(set(corrected) - CORRECTABLE):
+    if bad := sorted(set(corrected) - CORRECTABLE - CORRECTABLE_TEXT):
         raise ValueError(f"{where}: config.{bad[0]} cannot be corrected; an erratum corrects only the layout "
-                         f"({', '.join(sorted(CORRECTABLE))})")
+                         f"({', '.join(sorted(CORRECTABLE | CORRECTABLE_TEXT))})")
     for field, value in corrected.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if field in CORRECTABLE_TEXT:
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{where}: corrected config.{field} is {value!r}; give the setting's name")
+        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{where}: corrected config.{field} is {value!r}; give a positive integer")
     evidence = entry["evidence"]
     if not isinstance(evidence, list) or not evidence or not all(isinstance(e, str) and e for e in evidence):
