@@ -1,7 +1,8 @@
 """Predict a published run whose configuration leaves fields unknown "as tuned".
 
 A source that does not state the micro-batch, sequence parallelism, recomputation, the virtual
-pipeline stages or the expert tensor-parallel degree still ran with some value of each, and a
+pipeline stages, the expert tensor-parallel degree or (Megatron-Bridge's Megatron-FSDP recipes) how
+many layers' activations it offloads still ran with some value of each, and a
 team publishing its throughput ran the fastest one that fit. So such a run
 (``CalibrationRun.unknown`` names its open fields) is predicted at its best: the fastest
 feasible prediction over every valid completion of the open fields, each value checked by
@@ -36,6 +37,8 @@ def field_values(run: CalibrationRun, name: str) -> tuple[Any, ...]:
         return RECOMPUTES
     if name == "etp":  # Megatron's default (tp) and the MoE README's advice for fine-grained experts (1)
         return tuple(sorted({1, c.tp}))
+    if name == "activation_offload_layers":  # none, or any number of layers short of all of them
+        return tuple(range(model.layers))
     raise ValueError(f"{name!r} is not a configuration field the runs loader leaves open")
 
 

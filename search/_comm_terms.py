@@ -149,6 +149,9 @@ class StepComm:
     """The last bucket of ``per_step_s`` (exposed whatever the overlap)."""
     last_gather_bucket_s: float = 0.0
     """The first bucket of ``per_step_gather_s`` (exposed whatever the overlap)."""
+    on_nvlink: bool = False
+    """Every data-parallel group with traffic stays inside one NVLink domain (NVLS reductions in the
+    switch, copy-engine gathers: the traffic takes few SMs from the compute it overlaps)."""
 
 
 def _bucket_share(total_s: float, bucket_params: float, params: float) -> float:
@@ -198,15 +201,17 @@ def step_comm_s(cluster: ClusterSpec, config: ParallelConfig, training: Training
     per_mb, step_s, gather = (sum(p[i] for p in parts) for i in range(3))
     bucket = dp_bucket_params(training.framework, config.dp, params, layer_params or params)
     return StepComm(per_mb, step_s, gather, shard_params, tuple(warnings),
-                    _bucket_share(step_s, bucket, params), _bucket_share(gather, bucket, params))
+                    _bucket_share(step_s, bucket, params), _bucket_share(gather, bucket, params),
+                    all(p[3] for p in parts))
 
 
 def _sync_s(cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec, cal: Calibration,
-            params: float, group: int, ranks: Group) -> tuple[float, float, float]:
+            params: float, group: int, ranks: Group) -> tuple[float, float, float, bool]:
     """(per micro-batch, per step reduction, per step gather) seconds of ``params`` parameters per
-    GPU synchronised over the ``group`` ranks of ``ranks`` (see :func:`step_comm_s`)."""
+    GPU synchronised over the ``group`` ranks of ``ranks`` (see :func:`step_comm_s`), and whether
+    the group stays inside one NVLink domain."""
     if group == 1 or params <= 0:
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, True
     link = link_of(cluster, ranks, cal)
     grad_bytes = params * grad_reduce_bytes_per_param(training)
     param_bytes = params * BYTES_16BIT
@@ -246,4 +251,4 @@ def _sync_s(cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec
     else:
         per_micro_batch_s = 2.0 * all_gather_time_s(param_bytes, group, z3_link)
         per_micro_batch_s += reduce_scatter_time_s(grad_bytes, group, z3_link)
-    return per_micro_batch_s, step_s, gather
+    return per_micro_batch_s, step_s, gather, link.tier < 0

@@ -46,6 +46,7 @@ from search._prediction import Prediction
 from search._schedule import (
     P2P_OVERLAP_RUNTIMES,
     TP_COLLECTIVES_BACKWARD_TO_FORWARD,
+    chunked_overlap_s,
     dp_exposed_s,
     overlapped_s,
     pipeline_bubble_s,
@@ -273,6 +274,13 @@ def microbatch_overhead_s(framework: str, pp: int, cal: Calibration) -> float:
     return cal.microbatch_overhead_s + engine_s
 
 
+def megatron_fsdp(framework: str, zero_stage: int) -> bool:
+    """Megatron's ZeRO-2/3 is Megatron-FSDP (``--use-megatron-fsdp``, ``optim_grads`` /
+    ``optim_grads_params``), whose per-micro-batch traffic inside an NVLink domain
+    :func:`search._schedule.chunked_overlap_s` costs."""
+    return framework == "megatron" and zero_stage >= 2
+
+
 def dp_overlap(framework: str, pp: int, cal: Calibration) -> float:
     """Share of the last backward / first forward that hides data-parallel traffic: the fitted
     :attr:`Calibration.dp_overlap`, except under DeepSpeed's pipeline engine, whose
@@ -378,9 +386,16 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     expert_params = stage_expert_params_per_rank(model, c) if model.moe is not None else ()
     comm = step_comm_s(cluster, c, training, cal, stage_params, model.params_per_layer / c.tp, expert_params)
     # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute; memory-centric tiles add
-    # one gather, one gather and one reduce-scatter launch each.
+    # one gather, one gather and one reduce-scatter launch each. Megatron-FSDP inside an NVLink domain
+    # hides it chunk by chunk but one chunk, costed as one layer's share of the traffic (it gathers and
+    # reduces per module); across the network it keeps the fitted ZeRO-3 overlap, which contention for
+    # SMs and memory bandwidth sets and no published Megatron-FSDP run measures.
     tiles_s = tiling_launch_s(model, c.tiles, max(counts), cal.collective_latency_s)
-    mb_with_traffic_s = overlapped_s(slowest_mb_s, comm.per_micro_batch_s + tiles_s, cal.zero3_overlap)
+    if megatron_fsdp(training.framework, c.zero_stage) and comm.on_nvlink:
+        chunk_s = comm.per_micro_batch_s * (model.params_per_layer / c.tp) / max(max(stage_params), 1.0)
+        mb_with_traffic_s = chunked_overlap_s(slowest_mb_s, comm.per_micro_batch_s + tiles_s, chunk_s)
+    else:
+        mb_with_traffic_s = overlapped_s(slowest_mb_s, comm.per_micro_batch_s + tiles_s, cal.zero3_overlap)
     off = offload_terms(model, cluster, c, max(counts), stage_params, training.framework,
                         comm.params_per_gpu_shard if c.zero_stage >= 1 else None,
                         saved_linear_input_bytes(training.framework, training.precision))

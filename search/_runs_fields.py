@@ -10,7 +10,7 @@ pass into specs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,9 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # Expert parallelism as Megatron-Core folds it; a null etp is an open field (1 or tp, as tuned).
         "ep": MODELLED, "etp": MODELLED, "expert_dp": CHECKED,  # = world / (etp * ep * pp)
         "moe_dispatcher": CHECKED,  # alltoall (or null, the alltoall the EP rows use) is the one modelled
-        **dict.fromkeys(("fsdp", "fsdp_shard_size", "fp8_recipe",
+        # Megatron-FSDP over the whole dp x cp group is Megatron's ZeRO-2/3 (_check_fsdp).
+        **dict.fromkeys(("fsdp", "fsdp_shard_size"), CHECKED),
+        **dict.fromkeys(("fp8_recipe",
                          "local_batch", "torch_compile",
                          "async_tp", "pipeline_schedule", "optimizer", "recompute_modules", "framework_detail"),
                         REFUSED_WHEN_SET),
@@ -113,8 +115,10 @@ MOE_FIELDS = ("experts", "topk", "expert_ffn", "shared_experts", "shared_expert_
               "router", "token_drop", "capacity_factor")
 """``model.moe`` keys (README_2024_2026.md; ``capacity_factor`` beyond it, written by ``autopar runs export``)."""
 
-TUNABLE = ("micro_batch", "vp", "sp", "recompute", "stage_layers", "etp")
-"""Configuration fields a source may leave open: :attr:`CalibrationRun.unknown` names them."""
+TUNABLE = ("micro_batch", "vp", "sp", "recompute", "stage_layers", "etp", "activation_offload_layers")
+"""Configuration fields a source may leave open: :attr:`CalibrationRun.unknown` names them
+(``activation_offload_layers`` is in no record: a Megatron-Bridge Megatron-FSDP row leaves it open,
+:func:`search._runs_file.megatron_bridge_defaults`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +165,38 @@ def recipe_precision(precision: str | None, recipe: str | None) -> str | None:
             and not any(k in text for k in ("mxfp8", "block", "rowwise", "nvfp4"))):
         return "fp8"
     return None
+
+
+MEGATRON_FSDP = "megatron-fsdp"
+"""The one ``config.fsdp`` the model has: Megatron-FSDP, Megatron's ZeRO-2/3 (``optim_grads`` /
+``optim_grads_params``), sharded over the whole data-parallel group."""
+
+
+def _check_fsdp(cfg: dict[str, Any], cl: dict[str, Any], refuse: Callable[[str, str, str], None]) -> None:
+    """``config.fsdp`` and ``config.fsdp_shard_size``: Megatron-FSDP is modelled as Megatron with
+    zero_stage 2 or 3, sharded over the full dp x cp group; another FSDP, another stage, or a
+    smaller sharding group (hybrid FSDP, replicated across groups) is not."""
+    fsdp, shard = cfg.get("fsdp"), cfg.get("fsdp_shard_size")
+    if fsdp is not None:
+        if fsdp != MEGATRON_FSDP or (cfg.get("framework") or "megatron") != "megatron":
+            refuse("config.fsdp", f"{fsdp!r} under {cfg.get('framework') or 'megatron'!r} is not modelled "
+                   f"({MEGATRON_FSDP!r} under 'megatron' is: its ZeRO-2/3)", RUNTIME)
+        elif cfg.get("zero_stage") not in (2, 3):
+            refuse("config.fsdp", f"{MEGATRON_FSDP!r} with zero_stage {cfg.get('zero_stage')!r}: Megatron-FSDP shards "
+                   "gradients (optim_grads, 2) or gradients and parameters (optim_grads_params, 3)", INCONSISTENT)
+    if shard is None:
+        return
+    if fsdp is None:
+        refuse("config.fsdp_shard_size", f"a sharding group of {shard!r} without config.fsdp", INCONSISTENT)
+        return
+    try:
+        tp, pp, cp = (int(cfg.get(k) or 1) for k in ("tp", "pp", "cp"))
+        dp = int(cfg.get("dp") or int(cl["num_gpus"]) // (tp * pp * cp))
+    except (KeyError, TypeError, ValueError):
+        return  # the missing or malformed degree is refused where it is read
+    if shard != dp * cp:
+        refuse("config.fsdp_shard_size", f"a hybrid FSDP sharding group ({shard!r} of dp*cp = {dp * cp}) is not "
+               "modelled (Megatron-FSDP over the whole data-parallel group is)", RUNTIME)
 
 
 def _refusals(rec: dict[str, Any]) -> list[Refusal]:
@@ -260,8 +296,8 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
     if cfg.get("framework") not in (None, *FRAMEWORKS):
         refuse("config.framework", f"{cfg['framework']!r} is not a runtime the cost model knows "
                f"({', '.join(FRAMEWORKS)})", RUNTIME)
-    for key, what in (("fsdp", "Megatron-FSDP"), ("fsdp_shard_size", "a hybrid FSDP sharding group"),
-                      ("local_batch", "a local batch besides micro_batch"),
+    _check_fsdp(cfg, cl, refuse)
+    for key, what in (("local_batch", "a local batch besides micro_batch"),
                       ("recompute_modules", "recomputing chosen modules"), ("framework_detail", "a framework variant")):
         if cfg.get(key) is not None:
             refuse(f"config.{key}", f"{what} ({cfg[key]!r}) is not modelled", RUNTIME)

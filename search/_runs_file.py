@@ -66,6 +66,7 @@ from search._runs_fields import (  # the loader's vocabulary; the public names r
     INFORMATIONAL,
     INVALID,
     MALFORMED,
+    MEGATRON_FSDP,
     MODELLED,
     NODE_FOR_GPU,
     REFUSED_WHEN_SET,
@@ -161,8 +162,9 @@ MEGATRON_BRIDGE = "megatron-bridge"
 
 def megatron_bridge_defaults(rec: dict[str, Any], tp: int, precision: str) -> dict[str, bool]:
     """The flags a Megatron-Bridge performance row leaves null, as its recipes set them (module
-    docstring): ``sp`` = tp > 1, ``tp_comm_overlap`` = tp > 1 and not NVFP4, ``grad_reduce_in_bf16``.
-    Empty for other rows and for flags the row states."""
+    docstring): ``sp`` = tp > 1, ``tp_comm_overlap`` = tp > 1 and not NVFP4, ``grad_reduce_in_bf16``;
+    and ``activation_offload_open`` for a Megatron-FSDP row (pp 1), whose recipe's activation offload
+    is not printed. Empty for other rows and for flags the row states."""
     cfg = rec.get("config") or {}
     if MEGATRON_BRIDGE not in str(rec.get("software") or "").lower().replace(" ", "-") \
             or (cfg.get("framework") or "megatron") != "megatron":
@@ -175,6 +177,10 @@ def megatron_bridge_defaults(rec: dict[str, Any], tp: int, precision: str) -> di
         out["tp_comm_overlap"] = tp > 1 and precision != "nvfp4" and cfg.get("sp") is not False
     if cfg.get("grad_reduce_in_bf16") is None and precision != "fp16":
         out["grad_reduce_in_bf16"] = True
+    if cfg.get("fsdp") == MEGATRON_FSDP and int(cfg.get("pp") or 1) == 1:
+        # Its Megatron-FSDP recipes offload some layers' activations (cpu_offloading_num_layers: 20 to
+        # 40 by GPU and precision) that the tables do not print: an open field.
+        out["activation_offload_open"] = True
     return out
 
 
@@ -283,7 +289,9 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         ("sp", cfg.get("sp") is None and tp > 1 and framework == "megatron" and "sp" not in recipe_flags),
         ("recompute", cfg.get("recompute") is None),
         ("stage_layers", uneven and first is None and given_layers is None),
-        ("etp", cfg.get("etp") is None and int(cfg.get("ep") or 1) > 1 and tp > 1)) if is_open)
+        ("etp", cfg.get("etp") is None and int(cfg.get("ep") or 1) > 1 and tp > 1),
+        ("activation_offload_layers", recipe_flags.get("activation_offload_open", False)
+         and cfg.get("recompute") in (None, "none"))) if is_open)
     # Dropout is not in the schema: take the framework's default (Megatron-LM and
     # Megatron-DeepSpeed --hidden-dropout/--attention-dropout 0.1; MPT/llm-foundry 0).
     model = _model(rec["model"], 1 if uneven else pp, 1 if uneven else vp,

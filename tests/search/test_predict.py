@@ -372,3 +372,45 @@ def test_parallel_residual_halves_tensor_parallel_traffic() -> None:
     seq = predict(base, cluster, config, training).time_breakdown_s["tp_comm"]
     par = predict(neox, cluster, config, training).time_breakdown_s["tp_comm"]
     assert par == pytest.approx(seq / 2, rel=1e-9)
+
+
+def test_chunked_overlap_hides_traffic_behind_compute_but_one_chunk() -> None:
+    from search._schedule import chunked_overlap_s
+
+    assert chunked_overlap_s(3.0, 1.0, 0.1) == pytest.approx(3.1)  # hidden, one chunk exposed
+    assert chunked_overlap_s(1.0, 3.0, 0.1) == pytest.approx(3.1)  # traffic-bound: the traffic and a chunk
+    assert chunked_overlap_s(3.0, 0.05, 0.1) == pytest.approx(3.05)  # never more than the traffic itself
+    assert chunked_overlap_s(3.0, 0.0, 0.1) == 3.0
+
+
+def test_megatron_fsdp_hides_its_traffic_inside_an_nvlink_domain_only() -> None:
+    """Megatron-FSDP (Megatron ZeRO-3) prefetches and reduces chunk by chunk behind compute: inside one
+    NVL72 rack only one layer's chunk of each micro-batch's gathers and reduce-scatters is exposed;
+    the same layout across 8-GPU nodes keeps the fitted ZeRO-3 overlap, and so does PyTorch FSDP."""
+    from search._calibration import default_calibration
+    from search._comm_terms import step_comm_s
+    from search._schedule import overlapped_s
+    from search._stages import stage_params_per_rank
+
+    model = model_preset("llama3-70b")
+    config = ParallelConfig(dp=64, micro_batch=2, zero_stage=3, recompute="full")
+    training = TrainingSpec(global_batch=256, precision="fp8", framework="megatron")
+    cal = default_calibration()
+    for cluster, hidden in ((cluster_preset("gb300-nvl72", 16), True), (cluster_preset("dgx-h100", 8), False)):
+        p = predict(model, cluster, config, training)
+        comm = step_comm_s(cluster, config, training, cal, stage_params_per_rank(model, config),
+                           model.params_per_layer)
+        assert comm.on_nvlink is hidden and comm.per_micro_batch_s > 0
+        compute_mb_s = (p.time_breakdown_s["compute"] + p.time_breakdown_s["recompute"]
+                        + p.time_breakdown_s["host_overhead"]) / p.num_micro_batches
+        exposed_mb_s = p.time_breakdown_s["zero3_comm"] / p.num_micro_batches
+        if hidden:
+            assert comm.per_micro_batch_s < compute_mb_s
+            layer_share = model.params_per_layer / stage_params_per_rank(model, config)[0]  # one layer's chunk
+            assert 1 / model.layers > layer_share > 0.9 / model.layers  # the embeddings are the rest
+            assert exposed_mb_s == pytest.approx(comm.per_micro_batch_s * layer_share, rel=1e-9)
+        else:
+            assert exposed_mb_s == pytest.approx(
+                overlapped_s(compute_mb_s, comm.per_micro_batch_s, cal.zero3_overlap) - compute_mb_s, rel=1e-9)
+            torch_fsdp = predict(model, cluster, config, dataclasses.replace(training, framework="fsdp"))
+            assert torch_fsdp.time_breakdown_s["zero3_comm"] > 0

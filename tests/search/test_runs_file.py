@@ -59,8 +59,8 @@ NOT_MODELLED = {
     "cluster.nvlink_domain": (72, "cluster topology"),
     "config.expert_dp": (4, "inconsistent record"),  # a dense model
     "config.moe_dispatcher": ("flex", "mixture of experts"),
-    "config.fsdp": ("megatron-fsdp", "runtime feature"),
-    "config.fsdp_shard_size": (8, "runtime feature"),
+    "config.fsdp": ("torch-fsdp2", "runtime feature"),
+    "config.fsdp_shard_size": (8, "inconsistent record"),  # without config.fsdp
     "config.fp8_recipe": ("blockwise (1x128 activations, 128x128 weights)", "precision or FP8 recipe"),
     "config.local_batch": (2, "runtime feature"),
     "config.torch_compile": (True, "runtime feature"),
@@ -246,3 +246,44 @@ def test_an_uneven_pipeline_is_expressed() -> None:
     rec["config"].update(first_stage_layers=12, last_stage_layers=13)
     given = run_from_record(rec)
     assert given.config.stage_layers == (12, 13) and "stage_layers" not in given.unknown
+
+
+# --- Megatron-FSDP rows (Megatron's ZeRO-2/3 over the whole data-parallel group) ------------------
+
+
+def _fsdp(zero_stage: Any = 3, shard: Any = "dp", **config: Any) -> dict[str, Any]:
+    rec = copy.deepcopy(BASE)
+    rec["config"].update(zero_stage=zero_stage, fsdp="megatron-fsdp", **config)
+    rec["config"]["fsdp_shard_size"] = rec["config"]["dp"] * (rec["config"].get("cp") or 1) if shard == "dp" else shard
+    return rec
+
+
+def test_a_megatron_fsdp_row_over_its_whole_data_parallel_group_is_megatron_zero_3() -> None:
+    plain = copy.deepcopy(BASE)
+    plain["config"]["zero_stage"] = 3
+    assert run_from_record(_fsdp()) == run_from_record(plain)
+    assert run_from_record(_fsdp(shard=None)) == run_from_record(plain)
+    assert run_from_record(_fsdp()).config.zero_stage == 3
+
+
+@pytest.mark.parametrize(("rec", "field", "category"), [
+    (_fsdp(shard=4), "config.fsdp_shard_size", "runtime feature"),  # hybrid: replicated across groups
+    (_fsdp(zero_stage=1), "config.fsdp", "inconsistent record"),
+    (_fsdp(framework="megatron-deepspeed"), "config.fsdp", "runtime feature"),
+])
+def test_another_fsdp_is_refused_naming_the_field(rec: dict[str, Any], field: str, category: str) -> None:
+    assert _refusal(rec) == (field, category)
+
+
+def test_a_megatron_bridge_megatron_fsdp_row_leaves_its_activation_offload_open() -> None:
+    """The recipes offload 20-40 layers' activations (cpu_offloading_num_layers) the tables do not
+    print; a Megatron-FSDP row elsewhere, or one that states recomputation, keeps none."""
+    rows = {r["id"]: r for r in json.loads(RUNS_2024_2026.read_text())}
+    row = rows["mbridge-26.04-gb300-llama3-70b-fp8-64g-gbs256-mbs2-tp1pp1cp1vp1-fsdp64"]
+    run = run_from_record(row)
+    assert run.config.zero_stage == 3 and run.training.framework == "megatron"
+    assert "activation_offload_layers" in run.unknown and run.config.activation_offload_layers == 0
+    stated = copy.deepcopy(row)
+    stated["config"]["recompute"] = "full"
+    assert "activation_offload_layers" not in run_from_record(stated).unknown
+    assert "activation_offload_layers" not in run_from_record(_fsdp()).unknown
