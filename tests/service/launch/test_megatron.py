@@ -149,3 +149,23 @@ def test_uneven_layouts_in_megatrons_own_terms() -> None:
         check_megatron_args(["--num-layers", "126", "--pipeline-model-parallel-size", "16",
                              "--decoder-first-pipeline-num-layers", "7", "--decoder-last-pipeline-num-layers", "7",
                              "--account-for-embedding-in-pipeline-split"], 128)
+
+
+@pytest.mark.parametrize(("stage", "strategy"), [(2, "optim_grads"), (3, "optim_grads_params")])
+def test_megatron_fsdp_writes_the_user_guides_required_flags_and_its_double_buffer(stage: int, strategy: str) -> None:
+    """Megatron's ZeRO-2/3 is Megatron-FSDP: the user guide's required flags (sharding strategy,
+    fsdp_dtensor checkpoints, no gradient-accumulation fusion) and the double buffer the cost and
+    memory models assume (the running and the prefetched block's gathered parameters)."""
+    req = LaunchRequest(model=search.model_preset("llama3-70b"), cluster=search.cluster_preset("gb200-nvl72", 16),
+                        config=search.ParallelConfig(dp=64, micro_batch=1, zero_stage=stage, recompute="full"),
+                        training=search.TrainingSpec(256, "bf16"))
+    argv = megatron_args(req)
+    check_megatron_args(argv, 64)
+    joined = " ".join(argv)
+    assert f"--use-megatron-fsdp --data-parallel-sharding-strategy {strategy}" in joined
+    assert "--ckpt-format fsdp_dtensor" in joined and "--use-distributed-optimizer" in argv
+    assert "--no-gradient-accumulation-fusion" in argv and "--fsdp-double-buffer" in argv
+    plain = megatron_args(LaunchRequest(model=req.model, cluster=req.cluster, training=req.training,
+                                        config=search.ParallelConfig(dp=64, micro_batch=1, zero_stage=1,
+                                                                     recompute="full")))
+    assert "--fsdp-double-buffer" not in plain and "--no-gradient-accumulation-fusion" not in plain
