@@ -1,14 +1,18 @@
-"""Errata of the published runs: rows whose printed layout contradicts the recipe that produced it.
+"""Errata of the published runs: rows whose printed configuration the recipe that produced it
+contradicts or completes.
 
 The calibration files of ``benchmarks/data`` are verbatim copies of their sources (``PROVENANCE.md``
-checks their hashes), including a table's misprints. ``benchmarks/data/errata.json`` lists the rows
-whose printed configuration the run's own recipe contradicts, each with the published values, the
-corrected ones, the reason and the evidence (file, commit and line). :func:`read_corrected` reads a
-runs file with them applied, after checking that each row still holds the published values (a
-changed data file is an error, never a silent patch); the benchmarks that fit and score the model
-read the data through it, and ``fidelity.py --as-published`` reads the rows as printed. An erratum
-corrects what a run was, never what it measured: only the layout and the MoE dispatcher can be
-corrected (a corrected row the model cannot express is then refused with its reason, as any other).
+checks their hashes), including a table's misprints and omissions. ``benchmarks/data/errata.json``
+lists the rows whose printed configuration the run's own recipe contradicts (``kind``
+``contradicts``: a misprinted layout) or completes (``completes``: a setting the table does not
+print and the loader would otherwise default, such as the MoE token dispatcher), each with the
+published values, the corrected ones, the reason and the evidence (file, commit and line).
+:func:`read_corrected` reads a runs file with them applied, after checking that each row still
+holds the published values (a changed data file is an error, never a silent patch); the benchmarks
+that fit and score the model read the data through it, and ``fidelity.py --as-published`` reads
+the rows as printed. An erratum corrects what a run was, never what it measured: only the layout
+and the MoE dispatcher and overlap can be corrected (a corrected row the model cannot express is
+then refused with its reason, as any other).
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ ERRATA = Path(__file__).resolve().parent / "data" / "errata.json"
 CORRECTABLE = frozenset({"tp", "pp", "dp", "cp", "vp", "ep", "etp", "micro_batch", "grad_accum", "global_batch"})
 """Fields of a record's ``config`` an erratum may correct: the layout a table prints (positive integers)."""
 CORRECTABLE_TEXT = frozenset({"moe_dispatcher"})
-"""Settings a recipe fixes that a stale row must carry too (a dispatcher the loader then refuses, say)."""
+"""Settings a recipe fixes that a row must carry too (a dispatcher the loader then refuses, say)."""
+CORRECTABLE_FLAG = frozenset({"moe_a2a_overlap"})
+"""On/off settings a recipe fixes (Megatron-Core's expert all-to-all overlap)."""
+KINDS = ("contradicts", "completes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,8 @@ class Erratum:
     file: str
     """Name of the runs file that holds the row (``runs_2024_2026.json``)."""
     id: str
+    kind: str
+    """``contradicts`` (the table misprints it) or ``completes`` (the table does not print it)."""
     published: Mapping[str, Any]
     """The row's ``config`` values as printed; checked before correcting."""
     corrected: Mapping[str, Any]
@@ -45,7 +54,7 @@ class Erratum:
     evidence: tuple[str, ...]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "id": self.id,
+        return {"file": self.file, "id": self.id, "kind": self.kind,
                 "fields": {k: [self.published[k], self.corrected[k]] for k in self.corrected},
                 "reason": self.reason, "evidence": list(self.evidence)}
 
@@ -54,7 +63,7 @@ def _erratum(entry: Any, where: str) -> Erratum:
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: is a {type(entry).__name__}, not an object with file, id, published, "
                          "corrected, reason and evidence")
-    missing = sorted({"file", "id", "published", "corrected", "reason", "evidence"} - set(entry))
+    missing = sorted({"file", "id", "kind", "published", "corrected", "reason", "evidence"} - set(entry))
     if missing:
         raise ValueError(f"{where}: {', '.join(missing)} missing; every erratum names its row, the published "
                          "and corrected values, the reason and the evidence")
@@ -64,11 +73,17 @@ def _erratum(entry: Any, where: str) -> Erratum:
     if set(published) != set(corrected):
         raise ValueError(f"{where}: published names {sorted(published)} but corrected {sorted(corrected)}; "
                          "give both values of every field corrected")
-    if bad := sorted(set(corrected) - CORRECTABLE - CORRECTABLE_TEXT):
-        raise ValueError(f"{where}: config.{bad[0]} cannot be corrected; an erratum corrects only the layout "
-                         f"({', '.join(sorted(CORRECTABLE | CORRECTABLE_TEXT))})")
+    if entry["kind"] not in KINDS:
+        raise ValueError(f"{where}: kind {entry['kind']!r} is not one of {', '.join(KINDS)}")
+    every = CORRECTABLE | CORRECTABLE_TEXT | CORRECTABLE_FLAG
+    if bad := sorted(set(corrected) - every):
+        raise ValueError(f"{where}: config.{bad[0]} cannot be corrected; an erratum corrects only the layout and "
+                         f"the settings a recipe fixes ({', '.join(sorted(every))})")
     for field, value in corrected.items():
-        if field in CORRECTABLE_TEXT:
+        if field in CORRECTABLE_FLAG:
+            if not isinstance(value, bool):
+                raise ValueError(f"{where}: corrected config.{field} is {value!r}; give true or false")
+        elif field in CORRECTABLE_TEXT:
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{where}: corrected config.{field} is {value!r}; give the setting's name")
         elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -78,8 +93,8 @@ def _erratum(entry: Any, where: str) -> Erratum:
         raise ValueError(f"{where}: evidence must be a non-empty list of citations (file, commit, line)")
     if not isinstance(entry["reason"], str) or not entry["reason"]:
         raise ValueError(f"{where}: reason must say why the printed values are wrong")
-    return Erratum(str(entry["file"]), str(entry["id"]), dict(published), dict(corrected), entry["reason"],
-                   tuple(evidence))
+    return Erratum(str(entry["file"]), str(entry["id"]), entry["kind"], dict(published), dict(corrected),
+                   entry["reason"], tuple(evidence))
 
 
 def load_errata(path: str | Path = ERRATA) -> tuple[Erratum, ...]:

@@ -59,6 +59,7 @@ NOT_MODELLED = {
     "cluster.nvlink_domain": (72, "cluster topology"),
     "config.expert_dp": (4, "inconsistent record"),  # a dense model
     "config.moe_dispatcher": ("flex", "mixture of experts"),
+    "config.moe_a2a_overlap": (True, "mixture of experts"),
     "config.fsdp": ("torch-fsdp2", "runtime feature"),
     "config.fsdp_shard_size": (8, "inconsistent record"),  # without config.fsdp
     "config.fp8_recipe": ("blockwise (1x128 activations, 128x128 weights)", "precision or FP8 recipe"),
@@ -88,7 +89,7 @@ def test_a_field_the_model_cannot_express_refuses_the_record_naming_it(field: st
 
 @pytest.mark.parametrize(("field", "value"), [
     ("model.head_dim", 96), ("model.active_params", None), ("model.mtp_layers", 0), ("cluster.nvlink_domain", 8),
-    ("config.ep", 1), ("config.moe_dispatcher", "alltoall"),
+    ("config.ep", 1), ("config.moe_dispatcher", "alltoall"), ("config.moe_a2a_overlap", False),
     ("config.fp8_recipe", "current-scaling (per-tensor)"), ("config.uneven_pipeline", False),
     ("config.first_stage_layers", None),
     ("config.torch_compile", False), ("config.async_tp", False), ("config.pipeline_schedule", "1F1B"),
