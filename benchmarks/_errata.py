@@ -10,9 +10,9 @@ published values, the corrected ones, the reason and the evidence (file, commit 
 :func:`read_corrected` reads a runs file with them applied, after checking that each row still
 holds the published values (a changed data file is an error, never a silent patch); the benchmarks
 that fit and score the model read the data through it, and ``fidelity.py --as-published`` reads
-the rows as printed. An erratum corrects what a run was, never what it measured: only the layout
-and the MoE dispatcher and overlap can be corrected (a corrected row the model cannot express is
-then refused with its reason, as any other).
+the rows as printed. An erratum corrects what a run was, never what it measured: only the layout,
+the MoE dispatcher and overlap, recomputation and activation offload can be corrected (a row the
+model cannot express is then refused with its reason, as any other).
 """
 
 from __future__ import annotations
@@ -30,11 +30,15 @@ ERRATA = Path(__file__).resolve().parent / "data" / "errata.json"
 """The project's errata of its published runs."""
 CORRECTABLE = frozenset({"tp", "pp", "dp", "cp", "vp", "ep", "etp", "micro_batch", "grad_accum", "global_batch"})
 """Fields of a record's ``config`` an erratum may correct: the layout a table prints (positive integers)."""
-CORRECTABLE_TEXT = frozenset({"moe_dispatcher"})
-"""Settings a recipe fixes that a row must carry too (a dispatcher the loader then refuses, say)."""
+CORRECTABLE_TEXT = {"moe_dispatcher": None, "recompute": ("none", "selective", "full")}
+"""Settings a recipe fixes that the tables do not print (a dispatcher the loader then refuses, say),
+with their allowed values (None: any name)."""
 CORRECTABLE_FLAG = frozenset({"moe_a2a_overlap"})
 """On/off settings a recipe fixes (Megatron-Core's expert all-to-all overlap)."""
+CORRECTABLE_COUNT = frozenset({"activation_offload_layers"})
+"""Counts a recipe fixes that may be zero (Megatron-Core's --cpu-offloading-num-layers)."""
 KINDS = ("contradicts", "completes")
+"""``contradicts`` corrects printed layout fields only; ``completes`` fills fields the table left null."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,21 +77,32 @@ def _erratum(entry: Any, where: str) -> Erratum:
     if set(published) != set(corrected):
         raise ValueError(f"{where}: published names {sorted(published)} but corrected {sorted(corrected)}; "
                          "give both values of every field corrected")
-    if entry["kind"] not in KINDS:
-        raise ValueError(f"{where}: kind {entry['kind']!r} is not one of {', '.join(KINDS)}")
-    every = CORRECTABLE | CORRECTABLE_TEXT | CORRECTABLE_FLAG
+    kind = entry["kind"]
+    if kind not in KINDS:
+        raise ValueError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    every = CORRECTABLE | set(CORRECTABLE_TEXT) | CORRECTABLE_FLAG | CORRECTABLE_COUNT
     if bad := sorted(set(corrected) - every):
         raise ValueError(f"{where}: config.{bad[0]} cannot be corrected; an erratum corrects only the layout and "
                          f"the settings a recipe fixes ({', '.join(sorted(every))})")
+    if kind == "contradicts" and (bad := sorted(set(corrected) - CORRECTABLE)):
+        raise ValueError(f"{where}: a 'contradicts' erratum corrects printed layout fields only, not config.{bad[0]}; "
+                         "give the recipe's other settings in a 'completes' entry for the same row")
+    if kind == "completes" and (bad := sorted(k for k, v in published.items() if v is not None)):
+        raise ValueError(f"{where}: a 'completes' erratum fills fields the table left null, but config.{bad[0]} is "
+                         f"published as {published[bad[0]]!r}; a printed value the recipe contradicts is a "
+                         "'contradicts' entry")
     for field, value in corrected.items():
         if field in CORRECTABLE_FLAG:
             if not isinstance(value, bool):
                 raise ValueError(f"{where}: corrected config.{field} is {value!r}; give true or false")
         elif field in CORRECTABLE_TEXT:
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{where}: corrected config.{field} is {value!r}; give the setting's name")
-        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{where}: corrected config.{field} is {value!r}; give a positive integer")
+            allowed = CORRECTABLE_TEXT[field]
+            if not isinstance(value, str) or not value or (allowed is not None and value not in allowed):
+                raise ValueError(f"{where}: corrected config.{field} is {value!r}; give "
+                                 + (f"one of {', '.join(allowed)}" if allowed else "the setting's name"))
+        elif not isinstance(value, int) or isinstance(value, bool) or value < (0 if field in CORRECTABLE_COUNT else 1):
+            raise ValueError(f"{where}: corrected config.{field} is {value!r}; give "
+                             + ("a count >= 0" if field in CORRECTABLE_COUNT else "a positive integer"))
     evidence = entry["evidence"]
     if not isinstance(evidence, list) or not evidence or not all(isinstance(e, str) and e for e in evidence):
         raise ValueError(f"{where}: evidence must be a non-empty list of citations (file, commit, line)")
@@ -104,11 +119,11 @@ def load_errata(path: str | Path = ERRATA) -> tuple[Erratum, ...]:
     if not isinstance(entries, list):
         raise ValueError(f"{path}: not an object with an 'errata' list")
     errata = tuple(_erratum(e, f"{path}: errata[{i}]") for i, e in enumerate(entries))
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for e in errata:
-        if (e.file, e.id) in seen:
-            raise ValueError(f"{path}: {e.id} is corrected twice; merge its entries")
-        seen.add((e.file, e.id))
+        if (e.file, e.id, e.kind) in seen:
+            raise ValueError(f"{path}: {e.id} has two {e.kind!r} entries; merge them")
+        seen.add((e.file, e.id, e.kind))
     return errata
 
 
@@ -117,26 +132,32 @@ def correct_records(records: Sequence[Any], name: str,
     """``records`` of the runs file called ``name`` with the errata for that file applied (copies;
     the input is untouched), and the errata applied (a file may hold a subset of the rows). A row
     with an erratum must hold the published values, or ``ValueError`` says which row and field changed."""
-    mine = {e.id: e for e in errata if e.file == name}
+    mine: dict[str, list[Erratum]] = {}
+    for e in errata:
+        if e.file == name:
+            mine.setdefault(e.id, []).append(e)
     if not mine:
         return list(records), ()
     out, applied = [], []
     for rec in records:
         rid = rec.get("id") if isinstance(rec, dict) else None
-        e = mine.get(rid) if isinstance(rid, str) else None
-        if e is None:
+        found = mine.get(rid, []) if isinstance(rid, str) else []
+        if not found:
             out.append(rec)
             continue
-        config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
-        for field, value in e.published.items():
-            if config.get(field) != value:
-                raise ValueError(f"{name}: {rid}: config.{field} is {config.get(field)!r} but its erratum "
-                                 f"expects the published {value!r}; the data changed: review the erratum in "
-                                 f"{ERRATA.name}")
+        config = rec.get("config")
+        if not isinstance(config, dict):
+            raise ValueError(f"{name}: {rid}: config is not an object, so its erratum cannot apply; fix the row")
         fixed = copy.deepcopy(rec)
-        fixed["config"].update(e.corrected)
+        for e in found:
+            for field, value in e.published.items():
+                if config.get(field) != value:
+                    raise ValueError(f"{name}: {rid}: config.{field} is {config.get(field)!r} but its erratum "
+                                     f"expects the published {value!r}; the data changed: review the erratum in "
+                                     f"{ERRATA.name}")
+            fixed["config"].update(e.corrected)
+            applied.append(e)
         out.append(fixed)
-        applied.append(e)
     return out, tuple(applied)
 
 

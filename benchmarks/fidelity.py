@@ -318,10 +318,11 @@ def print_table(results: list[RunResult], summary: dict[str, Any], claims: list[
         print(f"records the model cannot express: {ref['n']} "
               f"(by reason, a record under each of its reasons: {reasons})")
     if summary.get("errata"):
-        print(f"rows read with an erratum ({ERRATA_NOTE}): {len(summary['errata'])}")
+        rows = {e["id"] for e in summary["errata"]}
+        print(f"rows read with an erratum ({ERRATA_NOTE}): {len(rows)}")
         for e in summary["errata"]:
             fields = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in e["fields"].items())
-            print(f"  {e['id']}: {fields}")
+            print(f"  {e['id']} ({e['kind']}): {fields}")
     if claims:
         print()
         for cid, expected, got, why in claims:

@@ -387,12 +387,14 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     comm = step_comm_s(cluster, c, training, cal, stage_params, model.params_per_layer / c.tp, expert_params)
     # ZeRO-3 / per-micro-batch traffic overlaps each micro-batch's compute; memory-centric tiles add
     # one gather, one gather and one reduce-scatter launch each. Megatron-FSDP inside an NVLink domain
-    # hides it chunk by chunk but one chunk, costed as one layer's share of the traffic (it gathers and
-    # reduces per module); across the network it keeps the fitted ZeRO-3 overlap, which contention for
-    # SMs and memory bandwidth sets and no published Megatron-FSDP run measures.
+    # hides it chunk by chunk but one chunk, costed as one layer's share of the stage's traffic (it gathers
+    # and reduces per module); across the network it keeps the fitted ZeRO-3 overlap: collectives that
+    # leave the NVLink domain take 16 SMs instead of 4-5 (megatron-core distributed_data_parallel_config.py,
+    # nccl_ub), and no published Megatron-FSDP run spans a network.
     tiles_s = tiling_launch_s(model, c.tiles, max(counts), cal.collective_latency_s)
     if megatron_fsdp(training.framework, c.zero_stage) and comm.on_nvlink:
-        chunk_s = comm.per_micro_batch_s * (model.params_per_layer / c.tp) / max(max(stage_params), 1.0)
+        fullest = max(range(c.pp), key=lambda r: stage_params[r])  # the rank step_comm_s costs
+        chunk_s = comm.per_micro_batch_s / max(counts[fullest], 1)  # one layer's unit, routed experts included
         mb_with_traffic_s = chunked_overlap_s(slowest_mb_s, comm.per_micro_batch_s + tiles_s, chunk_s)
     else:
         mb_with_traffic_s = overlapped_s(slowest_mb_s, comm.per_micro_batch_s + tiles_s, cal.zero3_overlap)

@@ -78,6 +78,9 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         **dict.fromkeys(("uneven_pipeline", "first_stage_layers", "last_stage_layers"), MODELLED),
         # Beyond the published schema, written by ``autopar runs export``: the layout and TP overlap as they ran.
         **dict.fromkeys(("stage_layers", "tp_comm_overlap"), MODELLED),
+        # Beyond the published schema, set by an erratum from the run's recipe (Megatron-Core
+        # --cpu-offloading-num-layers, which the tables do not print).
+        "activation_offload_layers": MODELLED,
         # Megatron-Core --grad-reduce-in-bf16 (TrainingSpec.grad_reduce_in_bf16); null on Megatron-Bridge rows is
         # its performance recipes' setting (search._runs_file.megatron_bridge_defaults), elsewhere false.
         "grad_reduce_in_bf16": MODELLED,
@@ -285,7 +288,11 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
     if cfg.get("moe_a2a_overlap"):
         refuse("config.moe_a2a_overlap", "the expert all-to-all overlapped with another micro-batch's compute "
                "(--overlap-moe-expert-parallel-comm) is not modelled (the all-to-all is costed exposed)", MOE)
-    if cfg.get("moe_dispatcher") not in (None, "alltoall"):
+    if cfg.get("moe_dispatcher") == "unknown":
+        refuse("config.moe_dispatcher", "the row's token dispatcher is unknown (no recipe of its release matches "
+               "it, and the recipes for its GPU run a flex dispatcher); only Megatron's alltoall dispatcher is "
+               "modelled", MOE)
+    elif cfg.get("moe_dispatcher") not in (None, "alltoall"):
         refuse("config.moe_dispatcher", f"{cfg['moe_dispatcher']!r}: only Megatron's alltoall token dispatcher is "
                "modelled (DeepEP / flex and allgather dispatchers are not)", MOE)
     first, last = cfg.get("first_stage_layers"), cfg.get("last_stage_layers")

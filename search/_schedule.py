@@ -23,19 +23,21 @@ def overlapped_s(compute_s: float, traffic_s: float, overlap: float) -> float:
 
 def chunked_overlap_s(compute_s: float, traffic_s: float, chunk_s: float) -> float:
     """Time of a micro-batch whose traffic a runtime prefetches and reduces chunk by chunk behind
-    its compute: the longer stream, plus the one chunk nothing can hide (the first gather before
-    the first layer can run, or the last reduce-scatter after the last layer's backward).
+    its compute: the longer stream, plus one chunk of the traffic nothing can hide (``chunk_s``: one
+    layer's unit of all the micro-batch's gathers and reduce-scatters, for the first gather before
+    the first layer can run and the last reduce-scatter after the last layer's backward).
 
-    Megatron-FSDP (``optim_grads`` / ``optim_grads_params``) gathers the next parameter chunk while
-    the current one computes (``--fsdp-double-buffer``; "full parallelization of FSDP communication
-    and computation", Megatron-LM ``docs/discussions/megatron-fsdp-user-guide``; "Communication
-    Overlapping ... of parameter all-gather and gradient reduce-scatter", ``megatron_fsdp`` README)
-    and reduce-scatters each chunk's gradients as its backward ends: "Gradient reduce-scatter is
-    overlapped with backward compute" (megatron-core ``docs/user-guide/features/megatron_fsdp.md``,
-    frameworks_2.md sec. 2.3), and
-    chunked DP communication "exposes only one DP communication chunk" (NeMo
-    ``communication_overlap.rst``; frameworks_2.md sec. 5). A rule from the design, not a fitted
-    share: the fitted :attr:`search.Calibration.zero3_overlap` stays PyTorch FSDP's and ZeRO-3's.
+    Megatron-FSDP (``optim_grads`` / ``optim_grads_params``) gathers the next unit's parameters
+    while the current one computes (``--overlap-param-gather``, on for ZeRO-2/3; prefetching by
+    ``suggested_communication_unit_size``, whose smaller values disable it; "full parallelization of
+    FSDP communication and computation", Megatron-LM ``docs/discussions/megatron-fsdp-user-guide``;
+    "Communication Overlapping ... of parameter all-gather and gradient reduce-scatter",
+    ``megatron_fsdp`` README) and reduce-scatters each unit's gradients as its backward ends:
+    "Gradient reduce-scatter is overlapped with backward compute" (megatron-core
+    ``docs/user-guide/features/megatron_fsdp.md``, frameworks_2.md sec. 2.3); chunked DP
+    communication "exposes only one DP communication chunk" (NeMo ``communication_overlap.rst``;
+    frameworks_2.md sec. 5). A rule from the design, not a fitted share: the fitted
+    :attr:`search.Calibration.zero3_overlap` stays PyTorch FSDP's and ZeRO-3's.
     """
     return max(compute_s, traffic_s) + min(chunk_s, traffic_s)
 

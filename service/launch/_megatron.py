@@ -136,12 +136,15 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
         strategy = "optim_grads" if c.zero_stage == 2 else "optim_grads_params"
         # validate_args: "Megatron-FSDP requires the `fsdp_dtensor` checkpointing format." The user guide
         # (docs/discussions/megatron-fsdp-user-guide) also requires --no-gradient-accumulation-fusion
-        # (Megatron-Bridge: "Disabled to avoid functional errors") and recommends --fsdp-double-buffer,
-        # the persistent gather buffers the memory model holds (the running and the prefetched block)
-        # and that Megatron-Bridge's performance recipes set (cfg.ddp.fsdp_double_buffer = True).
+        # (Megatron-Bridge: "Disabled to avoid functional errors").
         args += [_require("--use-megatron-fsdp", what), _require("--data-parallel-sharding-strategy", what), strategy,
                  _require("--ckpt-format", what), "fsdp_dtensor",
-                 _require("--no-gradient-accumulation-fusion", what), _require("--fsdp-double-buffer", what)]
+                 _require("--no-gradient-accumulation-fusion", what)]
+        if c.zero_stage == 3:
+            # Persistent buffers for the running and the prefetched block's gathered parameters: what the
+            # memory model holds for ZeRO-3 (search._memory.model_state_bytes) and Megatron-Bridge's
+            # performance recipes set (cfg.ddp.fsdp_double_buffer = True); the user guide recommends it.
+            args.append(_require("--fsdp-double-buffer", what))
     if c.dp > 1:
         args.append("--overlap-grad-reduce")
         if c.zero_stage >= 1:

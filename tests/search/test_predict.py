@@ -383,34 +383,46 @@ def test_chunked_overlap_hides_traffic_behind_compute_but_one_chunk() -> None:
     assert chunked_overlap_s(3.0, 0.0, 0.1) == 3.0
 
 
-def test_megatron_fsdp_hides_its_traffic_inside_an_nvlink_domain_only() -> None:
-    """Megatron-FSDP (Megatron ZeRO-3) prefetches and reduces chunk by chunk behind compute: inside one
-    NVL72 rack only one layer's chunk of each micro-batch's gathers and reduce-scatters is exposed;
-    the same layout across 8-GPU nodes keeps the fitted ZeRO-3 overlap, and so does PyTorch FSDP."""
+def _fsdp_exposure(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig,
+                   training: TrainingSpec) -> tuple[float, float, float, bool]:
+    """(exposed ZeRO traffic, traffic, compute) per micro-batch, and whether the traffic stays on NVLink."""
     from search._calibration import default_calibration
     from search._comm_terms import step_comm_s
-    from search._schedule import overlapped_s
-    from search._stages import stage_params_per_rank
+    from search._stages import stage_expert_params_per_rank, stage_params_per_rank
 
-    model = model_preset("llama3-70b")
-    config = ParallelConfig(dp=64, micro_batch=2, zero_stage=3, recompute="full")
-    training = TrainingSpec(global_batch=256, precision="fp8", framework="megatron")
+    p = predict(model, cluster, config, training)
+    experts = stage_expert_params_per_rank(model, config) if model.moe is not None else ()
+    comm = step_comm_s(cluster, config, training, default_calibration(), stage_params_per_rank(model, config),
+                       model.params_per_layer / config.tp, experts)
+    b = p.time_breakdown_s
+    compute_mb_s = (p.iteration_time_s - b["zero3_comm"] - b["optimizer"] - b.get("dp_comm", 0.0)
+                    - b.get("offload_transfer", 0.0)) / p.num_micro_batches
+    return b["zero3_comm"] / p.num_micro_batches, comm.per_micro_batch_s, compute_mb_s, comm.on_nvlink
+
+
+@pytest.mark.parametrize(("name", "ep"), [("llama3-70b", 1), ("qwen3-30b-a3b", 8)])
+def test_megatron_fsdp_hides_its_traffic_inside_an_nvlink_domain_only(name: str, ep: int) -> None:
+    """Megatron-FSDP (Megatron ZeRO-3) prefetches and reduces unit by unit behind compute: inside one
+    NVL72 rack only one layer's unit of each micro-batch's gathers and reduce-scatters is exposed (for
+    an MoE model, routed experts included); the same layout across two racks, or on 8-GPU nodes, keeps
+    the fitted ZeRO-3 overlap, and so does PyTorch FSDP."""
+    from search._calibration import default_calibration
+    from search._schedule import overlapped_s
+
+    model = model_preset(name)
     cal = default_calibration()
-    for cluster, hidden in ((cluster_preset("gb300-nvl72", 16), True), (cluster_preset("dgx-h100", 8), False)):
-        p = predict(model, cluster, config, training)
-        comm = step_comm_s(cluster, config, training, cal, stage_params_per_rank(model, config),
-                           model.params_per_layer)
-        assert comm.on_nvlink is hidden and comm.per_micro_batch_s > 0
-        compute_mb_s = (p.time_breakdown_s["compute"] + p.time_breakdown_s["recompute"]
-                        + p.time_breakdown_s["host_overhead"]) / p.num_micro_batches
-        exposed_mb_s = p.time_breakdown_s["zero3_comm"] / p.num_micro_batches
-        if hidden:
-            assert comm.per_micro_batch_s < compute_mb_s
-            layer_share = model.params_per_layer / stage_params_per_rank(model, config)[0]  # one layer's chunk
-            assert 1 / model.layers > layer_share > 0.9 / model.layers  # the embeddings are the rest
-            assert exposed_mb_s == pytest.approx(comm.per_micro_batch_s * layer_share, rel=1e-9)
-        else:
-            assert exposed_mb_s == pytest.approx(
-                overlapped_s(compute_mb_s, comm.per_micro_batch_s, cal.zero3_overlap) - compute_mb_s, rel=1e-9)
-            torch_fsdp = predict(model, cluster, config, dataclasses.replace(training, framework="fsdp"))
-            assert torch_fsdp.time_breakdown_s["zero3_comm"] > 0
+    training = TrainingSpec(global_batch=288, precision="fp8", framework="megatron")
+    one_rack, two_racks = cluster_preset("gb200-nvl72", 18), cluster_preset("gb200-nvl72", 36)
+    inside = ParallelConfig(dp=72, micro_batch=1, zero_stage=3, recompute="full", ep=ep, sp=False)
+    exposed, traffic, compute, on_nvlink = _fsdp_exposure(model, one_rack, inside, training)
+    assert on_nvlink and 0 < traffic < compute
+    assert exposed == pytest.approx(traffic / model.layers, rel=1e-9)  # one layer's unit (pp = 1)
+    across = ParallelConfig(dp=144, micro_batch=1, zero_stage=3, recompute="full", ep=ep, sp=False)
+    for cluster, config in ((two_racks, across), (cluster_preset("dgx-h100", 9), inside)):
+        exposed, traffic, compute, on_nvlink = _fsdp_exposure(model, cluster, config, training)
+        assert not on_nvlink and traffic > 0
+        assert exposed == pytest.approx(overlapped_s(compute, traffic, cal.zero3_overlap) - compute, rel=1e-9)
+    if model.moe is None:  # torchtitan's MoE models are refused
+        torch_fsdp = predict(model, one_rack, inside, dataclasses.replace(training, framework="fsdp"))
+        exposed_mb_s = torch_fsdp.time_breakdown_s["zero3_comm"] / torch_fsdp.num_micro_batches
+        assert exposed_mb_s > 2 * _fsdp_exposure(model, one_rack, inside, training)[0]
