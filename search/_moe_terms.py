@@ -132,6 +132,19 @@ def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bo
                          dispatch_forward_s(model, micro_batch, tp, cp, sp, ep, etp, cluster, cal))
 
 
+MOE_DISPATCH_WARNING = (
+    "costed with Megatron's alltoall token dispatcher and its all-to-all exposed: the flex dispatcher "
+    "(DeepEP, HybridEP) and --overlap-moe-expert-parallel-comm, which most of NVIDIA's published MoE recipes "
+    "run, are not modelled (docs/cost-model.md, Known limits)"
+)
+"""Said on every mixture-of-experts prediction with expert parallelism: what its all-to-all term assumes."""
+
+
+def moe_warnings(model: ModelSpec, ep: int) -> tuple[str, ...]:
+    """:data:`MOE_DISPATCH_WARNING` for an MoE model whose experts are spread (ep > 1), else none."""
+    return (MOE_DISPATCH_WARNING,) if model.moe is not None and ep > 1 else ()
+
+
 def dispatch_forward_s(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, ep: int, etp: int,
                        cluster: ClusterSpec, cal: Calibration) -> float:
     """Forward token exchange of one MoE block: dispatch and combine all-to-alls of ``T*k*h``

@@ -39,7 +39,7 @@ from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
 from search._memory import saved_linear_input_bytes
 from search._memory_plan import MemoryPlan, plan_memory, stage_breakdowns
 from search._model_spec import ModelSpec
-from search._moe_terms import MoELayerTimes, moe_layer_times
+from search._moe_terms import MoELayerTimes, moe_layer_times, moe_warnings
 from search._offload import offload_terms
 from search._parallel_spec import ParallelConfig, Recompute, TrainingSpec, check_compatible
 from search._prediction import Prediction
@@ -469,7 +469,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         feasible=mem.feasible,
         reasons=mem.reasons,
         warnings=comm.warnings + support_warnings(training.framework, c)
-        + model_support_warnings(training.framework, model),
+        + model_support_warnings(training.framework, model) + moe_warnings(model, c.ep),
         stage_layers=counts,
         stage_times_s=stage_s,
         stage_peak_memory_bytes=tuple(b.total for b in stage_breakdowns(model, c, training, m, cal).values()),

@@ -52,6 +52,11 @@ def test_expert_parallelism_trades_memory_for_the_all_to_all_across_nodes() -> N
     # ep=8 stays in one DGX (NVLink); ep=64 spans 8 nodes and sends 7/8 of its tokens over the NICs.
     assert across.time_breakdown_s["ep_comm"] > 5 * inside.time_breakdown_s["ep_comm"] > 0
     assert "ep*etp=64 spans nodes" in " ".join(across.warnings)
+    # Every expert-parallel MoE prediction says what its all-to-all assumes (most published MoE runs
+    # use a flex dispatcher or the EP overlap, which are not modelled).
+    from search._moe_terms import MOE_DISPATCH_WARNING, moe_warnings
+    assert MOE_DISPATCH_WARNING in across.warnings and MOE_DISPATCH_WARNING in inside.warnings
+    assert moe_warnings(DSV3, 1) == () and moe_warnings(model_preset("llama3-8b"), 8) == ()
     dense = predict(model_preset("llama3-8b"), cluster_preset("dgx-h100", 1), ParallelConfig(dp=8), TrainingSpec(64))
     assert "ep_comm" not in dense.time_breakdown_s
 
