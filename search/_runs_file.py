@@ -33,7 +33,8 @@ performance run by ``src/megatron/bridge/perf_recipes/_common.py`` ``_benchmark_
 ``_perf_precision`` at 067f987df03b (recipes that set it back, Kimi K2, GLM-5 and Wan, are not in
 the published tables), and by each model's ``scripts/performance/configs/*/*_llm_pretrain.yaml``
 (``grad_reduce_in_fp32: false`` for Llama 3 8B/70B, Llama 3.1 405B, DeepSeek-V3, Qwen3-30B-A3B and
-Qwen3-235B-A22B) in the 25.09 container's tree (f9aad1f31).
+Qwen3-235B-A22B) in the 25.09 container's tree (f9aad1f31). A fourth: their Llama and Qwen3 rows
+take the model provider's dropout, 0 (:data:`DROPOUT_FREE_PROVIDERS`), not Megatron-Core's 0.1.
 """
 
 from __future__ import annotations
@@ -160,9 +161,17 @@ MEGATRON_BRIDGE = "megatron-bridge"
 """How a record's ``software`` names Megatron-Bridge (case-insensitive)."""
 
 
+DROPOUT_FREE_PROVIDERS = ("llama", "qwen3")
+"""Model families whose Megatron-Bridge provider sets hidden and attention dropout to 0
+(``src/megatron/bridge/models/llama/llama_provider.py`` lines 41-42 and 108-109,
+``qwen/qwen_provider.py`` lines 59-60, 271-272 and 378-379 at dc805f5cf9e0), where Megatron-Core's
+``TransformerConfig`` default is 0.1."""
+
+
 def megatron_bridge_defaults(rec: dict[str, Any], tp: int, precision: str) -> dict[str, bool]:
     """The flags a Megatron-Bridge performance row leaves null, as its recipes set them (module
     docstring): ``sp`` = tp > 1, ``tp_comm_overlap`` = tp > 1 and not NVFP4, ``grad_reduce_in_bf16``;
+    ``dropout`` False for the model families whose provider sets it to 0 (:data:`DROPOUT_FREE_PROVIDERS`);
     and ``activation_offload_open`` for a Megatron-FSDP row (pp 1), whose recipe's activation offload
     is not printed. Empty for other rows and for flags the row states."""
     cfg = rec.get("config") or {}
@@ -177,6 +186,8 @@ def megatron_bridge_defaults(rec: dict[str, Any], tp: int, precision: str) -> di
         out["tp_comm_overlap"] = tp > 1 and precision != "nvfp4" and cfg.get("sp") is not False
     if cfg.get("grad_reduce_in_bf16") is None and precision != "fp16":
         out["grad_reduce_in_bf16"] = True
+    if str((rec.get("model") or {}).get("name") or "").lower().startswith(DROPOUT_FREE_PROVIDERS):
+        out["dropout"] = False
     if cfg.get("fsdp") == MEGATRON_FSDP and int(cfg.get("pp") or 1) == 1:
         # Its Megatron-FSDP recipes may offload some layers' activations (cpu_offloading_num_layers: none
         # to 40 by GPU and precision), which the tables do not print: open unless an erratum gives the
@@ -294,9 +305,10 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         ("activation_offload_layers", recipe_flags.get("activation_offload_open", False)
          and cfg.get("activation_offload_layers") is None and cfg.get("recompute") in (None, "none"))) if is_open)
     # Dropout is not in the schema: take the framework's default (Megatron-LM and
-    # Megatron-DeepSpeed --hidden-dropout/--attention-dropout 0.1; MPT/llm-foundry 0).
+    # Megatron-DeepSpeed --hidden-dropout/--attention-dropout 0.1; MPT/llm-foundry 0), or for a
+    # Megatron-Bridge row its model provider's (megatron_bridge_defaults).
     model = _model(rec["model"], 1 if uneven else pp, 1 if uneven else vp,
-                   dropout=framework in ("megatron", "megatron-deepspeed"))
+                   dropout=recipe_flags.get("dropout", framework in ("megatron", "megatron-deepspeed")))
     stage_layers = None
     if uneven:
         try:

@@ -54,14 +54,14 @@ def test_megatron_bridge_rows_take_the_recipes_sp_and_tp_overlap() -> None:
     assert run.config.sp is True and run.config.tp_comm_overlap is True
     assert "sp" not in run.unknown
     assert megatron_bridge_defaults(MB_405B, 4, "fp8") == {"sp": True, "tp_comm_overlap": True,
-                                                            "grad_reduce_in_bf16": True}
+                                                            "grad_reduce_in_bf16": True, "dropout": False}
 
 
 def test_nvfp4_rows_run_without_tp_overlap_and_tp1_rows_without_sp() -> None:
     nvfp4 = run_from_record(_with(MB_405B, precision="nvfp4", fp8_recipe="nvfp4"))
     assert nvfp4.config.sp is True and nvfp4.config.tp_comm_overlap is False
     assert megatron_bridge_defaults(MB_405B, 1, "fp8") == {"sp": False, "tp_comm_overlap": False,
-                                                            "grad_reduce_in_bf16": True}
+                                                            "grad_reduce_in_bf16": True, "dropout": False}
 
 
 def test_a_stated_flag_wins_and_other_sources_keep_sp_open() -> None:

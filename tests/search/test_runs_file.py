@@ -288,3 +288,17 @@ def test_a_megatron_bridge_megatron_fsdp_row_leaves_its_activation_offload_open(
     stated["config"]["recompute"] = "full"
     assert "activation_offload_layers" not in run_from_record(stated).unknown
     assert "activation_offload_layers" not in run_from_record(_fsdp()).unknown
+
+
+def test_megatron_bridge_llama_and_qwen3_rows_take_their_providers_dropout() -> None:
+    """Megatron-Bridge's Llama and Qwen3 providers set dropout 0 (Megatron-Core's default is 0.1): no
+    dropout masks in the activations. A Megatron-LM row of the same shape keeps the default."""
+    rows = {r["id"]: r for r in json.loads(RUNS_2024_2026.read_text())}
+    bridge = rows["mbridge-26.04-gb300-llama3-70b-fp8-64g-gbs256-mbs2-tp1pp1cp1vp1-fsdp64"]
+    assert run_from_record(bridge).model.dropout is False
+    plain = copy.deepcopy(bridge)
+    plain["software"] = "Megatron-LM"
+    assert run_from_record(plain).model.dropout is True
+    qwen = next(r for r in rows.values()
+                if r["model"]["name"].startswith("Qwen3") and "Megatron-Bridge" in r["software"])
+    assert run_from_record(qwen).model.dropout is False
