@@ -78,8 +78,8 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         **dict.fromkeys(("uneven_pipeline", "first_stage_layers", "last_stage_layers"), MODELLED),
         # Beyond the published schema, written by ``autopar runs export``: the layout and TP overlap as they ran.
         **dict.fromkeys(("stage_layers", "tp_comm_overlap"), MODELLED),
-        # Beyond the published schema, set by an erratum from the run's recipe (Megatron-Core
-        # --cpu-offloading-num-layers, which the tables do not print).
+        # Beyond the published schema, written by ``autopar runs export`` or set by an erratum from the run's
+        # recipe (Megatron-Core --cpu-offloading-num-layers, which the tables do not print).
         "activation_offload_layers": MODELLED,
         # Megatron-Core --grad-reduce-in-bf16 (TrainingSpec.grad_reduce_in_bf16); null on Megatron-Bridge rows is
         # its performance recipes' setting (search._runs_file.megatron_bridge_defaults), elsewhere false.

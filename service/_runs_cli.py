@@ -240,6 +240,8 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
             # Megatron-Core --grad-reduce-in-bf16 (search/_runs_file.py reads it; absent means fp32 main grads).
             **({"grad_reduce_in_bf16": True} if t.grad_reduce_in_bf16 else {}),
             **({"uneven_pipeline": True, "stage_layers": list(c.stage_layers)} if c.stage_layers is not None else {}),
+            # Megatron-Core --cpu-offloading-num-layers (search/_runs_file.py reads it; absent means none).
+            **({"activation_offload_layers": c.activation_offload_layers} if c.activation_offload_layers else {}),
             **({"ep": c.ep, "etp": c.etp} if m.moe is not None or c.ep > 1 or c.etp > 1 else {}),
         },
         "measured": {

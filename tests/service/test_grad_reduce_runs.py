@@ -94,3 +94,29 @@ def test_export_writes_the_flag_and_the_loader_reads_it_back(tmp_path: Path, mon
     assert expected.memory_breakdown_bytes.gradients_bytes == predict(
         model_preset("llama3-8b"), cluster_preset("dgx-h100"), config,
         TrainingSpec(64)).memory_breakdown_bytes.gradients_bytes / 2
+
+
+def test_export_writes_the_activation_offload_and_the_loader_reads_it_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run with Megatron-Core's activation offload (--cpu-offloading-num-layers) exports with it,
+    instead of being skipped as a run the calibration schema cannot describe."""
+    url = f"sqlite:///{tmp_path / 'autopar.db'}"
+    db = Database(url)
+    db.upgrade()
+    auth = {"Authorization": f"Bearer {create_token(db, 'writer', ['write'])[1]}"}
+    body = {**RUN, "config": {"tp": 2, "zero_stage": 1, "recompute": "none", "activation_offload_layers": 8},
+            "training": {"global_batch": 64}}
+    with TestClient(create_app(Settings(database_url=url, workers=0), db=db, migrate=False)) as client:
+        r = client.post("/v1/runs", json=body, headers=auth)
+    db.dispose()
+    assert r.status_code == 201, r.text
+    for name in ("AUTOPAR_DATA_DIR", "AUTOPAR_WORKERS", "AUTOPAR_OPEN_READS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AUTOPAR_DATABASE_URL", url)
+    capsys.readouterr()
+    assert cli.main(["runs", "export", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("exported 1 run to stdout (0 skipped)"), err
+    (record,) = json.loads(out)
+    assert record["config"]["activation_offload_layers"] == 8
+    assert run_from_record(record).config == ParallelConfig(dp=4, tp=2, zero_stage=1, activation_offload_layers=8)
