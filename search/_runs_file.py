@@ -34,7 +34,8 @@ performance run by ``src/megatron/bridge/perf_recipes/_common.py`` ``_benchmark_
 the published tables), and by each model's ``scripts/performance/configs/*/*_llm_pretrain.yaml``
 (``grad_reduce_in_fp32: false`` for Llama 3 8B/70B, Llama 3.1 405B, DeepSeek-V3, Qwen3-30B-A3B and
 Qwen3-235B-A22B) in the 25.09 container's tree (f9aad1f31). A fourth: their Llama and Qwen3 rows
-take the model provider's dropout, 0 (:data:`DROPOUT_FREE_PROVIDERS`), not Megatron-Core's 0.1.
+take the model provider's dropout, 0 (:data:`DROPOUT_FREE_PROVIDERS`: Llama, Qwen, GPT-OSS), not
+Megatron-Core's 0.1.
 """
 
 from __future__ import annotations
@@ -161,11 +162,13 @@ MEGATRON_BRIDGE = "megatron-bridge"
 """How a record's ``software`` names Megatron-Bridge (case-insensitive)."""
 
 
-DROPOUT_FREE_PROVIDERS = ("llama", "qwen3")
-"""Model families whose Megatron-Bridge provider sets hidden and attention dropout to 0
-(``src/megatron/bridge/models/llama/llama_provider.py`` lines 41-42 and 108-109,
-``qwen/qwen_provider.py`` lines 59-60, 271-272 and 378-379 at dc805f5cf9e0), where Megatron-Core's
-``TransformerConfig`` default is 0.1."""
+DROPOUT_FREE_PROVIDERS = ("llama", "qwen", "gpt-oss")
+"""Model families (by the record's model name) whose Megatron-Bridge provider sets hidden and
+attention dropout to 0, where Megatron-Core's ``TransformerConfig`` default is 0.1: at dc805f5cf9e0,
+``src/megatron/bridge/models/llama/llama_provider.py`` lines 41-42 and 108-109,
+``qwen/qwen_provider.py`` lines 59-60 (Qwen2 and 2.5), 271-272 (Qwen3) and 378-379 (Qwen3 MoE),
+``gpt_oss/gpt_oss_provider.py`` lines 54-55. DeepSeek's providers (``deepseek/deepseek_provider.py``,
+``mla_provider.py``) set none there, so its rows keep the default."""
 
 
 def megatron_bridge_defaults(rec: dict[str, Any], tp: int, precision: str) -> dict[str, bool]:
@@ -186,7 +189,8 @@ def megatron_bridge_defaults(rec: dict[str, Any], tp: int, precision: str) -> di
         out["tp_comm_overlap"] = tp > 1 and precision != "nvfp4" and cfg.get("sp") is not False
     if cfg.get("grad_reduce_in_bf16") is None and precision != "fp16":
         out["grad_reduce_in_bf16"] = True
-    if str((rec.get("model") or {}).get("name") or "").lower().startswith(DROPOUT_FREE_PROVIDERS):
+    model = rec.get("model") or {}
+    if model.get("dropout") is None and str(model.get("name") or "").lower().startswith(DROPOUT_FREE_PROVIDERS):
         out["dropout"] = False
     if cfg.get("fsdp") == MEGATRON_FSDP and int(cfg.get("pp") or 1) == 1:
         # Its Megatron-FSDP recipes may offload some layers' activations (cpu_offloading_num_layers: none
@@ -304,7 +308,7 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         ("etp", cfg.get("etp") is None and int(cfg.get("ep") or 1) > 1 and tp > 1),
         ("activation_offload_layers", recipe_flags.get("activation_offload_open", False)
          and cfg.get("activation_offload_layers") is None and cfg.get("recompute") in (None, "none"))) if is_open)
-    # Dropout is not in the schema: take the framework's default (Megatron-LM and
+    # Dropout is not in the published schema: take the framework's default (Megatron-LM and
     # Megatron-DeepSpeed --hidden-dropout/--attention-dropout 0.1; MPT/llm-foundry 0), or for a
     # Megatron-Bridge row its model provider's (megatron_bridge_defaults).
     model = _model(rec["model"], 1 if uneven else pp, 1 if uneven else vp,

@@ -386,19 +386,16 @@ def test_every_dense_blackwell_row_is_expressible() -> None:
     assert dense <= {run.id for run in got.runs}, sorted(dense & {row.id for row in got.refused})
 
 
-OOM_2024_2026 = (
-    "torchtitan's Llama 2 70B on 64 A100 with selective op recomputation is predicted at 107.6 GiB on an "
-    "80 GB GPU (the four GB200 Llama 3 70B Megatron-FSDP rows with 40 offloaded layers fit since the rows "
-    "take their Megatron-Bridge model provider's dropout, 0)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=OOM_2024_2026)
-def test_every_oom_verdict_on_the_2024_2026_rows_agrees() -> None:
+def test_every_oom_verdict_on_the_2024_2026_rows_agrees_but_one_known() -> None:
+    """OOM verdicts on the 2024-26 rows, errata applied. One known miss: torchtitan's Llama 2 70B on 64
+    A100 with selective op recomputation, predicted at 107.6 GiB on an 80 GB GPU. The four GB200 Llama 3
+    70B Megatron-FSDP rows with their recipe's 40 offloaded layers fit (177 GiB) since the rows take their
+    Megatron-Bridge model provider's dropout, 0 (187 GiB on a 186 GiB GPU before)."""
     got, _ = fidelity.read_corrected(RUNS_2024_2026, fidelity.load_errata())
     results = fidelity.evaluate(got.runs)
     wrong = [r.run.id for r in results if r.oom_correct is False]
-    assert wrong == [], wrong
+    assert wrong == ["torchtitan-doc-3faaa1a0d-a100-llama2-70b-64g-lbs1-tp1-selectiveop-bf16"], wrong
+    assert sum(r.oom_correct is True for r in results) >= 67
 
 
 @pytest.mark.parametrize("gpu", BLACKWELL)

@@ -9,6 +9,7 @@ import pytest
 
 from search import ParallelConfig, SpecError, TrainingSpec, check_compatible, cluster_preset, model_preset, predict
 from search._moe_spec import MoESpec
+from search._moe_terms import MOE_DISPATCH_WARNING, moe_warnings
 from search._space import enumerate_space, expert_options
 from search._stages import stage_expert_params_per_rank, stage_moe_layer_counts, stage_params_per_rank
 from search._support import support_status
@@ -54,7 +55,6 @@ def test_expert_parallelism_trades_memory_for_the_all_to_all_across_nodes() -> N
     assert "ep*etp=64 spans nodes" in " ".join(across.warnings)
     # Every expert-parallel MoE prediction says what its all-to-all assumes (most published MoE runs
     # use a flex dispatcher or the EP overlap, which are not modelled).
-    from search._moe_terms import MOE_DISPATCH_WARNING, moe_warnings
     assert MOE_DISPATCH_WARNING in across.warnings and MOE_DISPATCH_WARNING in inside.warnings
     assert moe_warnings(DSV3, 1) == () and moe_warnings(model_preset("llama3-8b"), 8) == ()
     dense = predict(model_preset("llama3-8b"), cluster_preset("dgx-h100", 1), ParallelConfig(dp=8), TrainingSpec(64))

@@ -20,6 +20,7 @@ from search._runs_file import (
     RecordRefused,
     load_feasibility,
     load_runs,
+    megatron_bridge_defaults,
     read_runs,
     run_from_record,
 )
@@ -302,3 +303,10 @@ def test_megatron_bridge_llama_and_qwen3_rows_take_their_providers_dropout() -> 
     qwen = next(r for r in rows.values()
                 if r["model"]["name"].startswith("Qwen3") and "Megatron-Bridge" in r["software"])
     assert run_from_record(qwen).model.dropout is False
+    stated = copy.deepcopy(bridge)
+    stated["model"]["dropout"] = True  # a record that states its dropout keeps it
+    assert run_from_record(stated).model.dropout is True
+    assert "dropout" not in megatron_bridge_defaults(stated, 1, "fp8")
+    deepseek = next(r for r in rows.values()
+                    if r["model"]["name"].startswith("DeepSeek-V3") and "Megatron-Bridge" in r["software"])
+    assert "dropout" not in megatron_bridge_defaults(deepseek, 1, "fp8")  # its provider sets none
