@@ -56,6 +56,17 @@ def test_a_megatron_log_with_the_flag_imports_as_a_run_predicted_with_it(tmp_pat
     assert with_flag.json()["predicted_peak_memory_bytes"] < without.json()["predicted_peak_memory_bytes"]
 
 
+def _export(url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> tuple[list, str]:
+    """``autopar runs export --json`` on the database at ``url``: the records, and what it said on stderr."""
+    for name in ("AUTOPAR_DATA_DIR", "AUTOPAR_WORKERS", "AUTOPAR_OPEN_READS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AUTOPAR_DATABASE_URL", url)
+    capsys.readouterr()
+    assert cli.main(["runs", "export", "--json"]) == 0
+    out, err = capsys.readouterr()
+    return json.loads(out), err
+
+
 def test_export_writes_the_flag_and_the_loader_reads_it_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'autopar.db'}"
@@ -75,14 +86,9 @@ def test_export_writes_the_flag_and_the_loader_reads_it_back(tmp_path: Path, mon
     assert fitted["flagged"].training == TrainingSpec(64, framework="megatron", grad_reduce_in_bf16=True)
     assert fitted["plain"].training == TrainingSpec(64, framework="megatron")
     db.dispose()
-    for name in ("AUTOPAR_DATA_DIR", "AUTOPAR_WORKERS", "AUTOPAR_OPEN_READS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AUTOPAR_DATABASE_URL", url)
-    capsys.readouterr()
-    assert cli.main(["runs", "export", "--json"]) == 0
-    out, err = capsys.readouterr()
+    exported, err = _export(url, monkeypatch, capsys)
     assert err.startswith("exported 2 runs to stdout (0 skipped)"), err
-    records = {r["id"]: r for r in json.loads(out)}
+    records = {r["id"]: r for r in exported}
     assert records[ids["flagged"]]["config"]["grad_reduce_in_bf16"] is True
     assert "grad_reduce_in_bf16" not in records[ids["plain"]]["config"]
     loaded = run_from_record(records[ids["flagged"]])
@@ -110,13 +116,8 @@ def test_export_writes_the_activation_offload_and_the_loader_reads_it_back(
         r = client.post("/v1/runs", json=body, headers=auth)
     db.dispose()
     assert r.status_code == 201, r.text
-    for name in ("AUTOPAR_DATA_DIR", "AUTOPAR_WORKERS", "AUTOPAR_OPEN_READS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AUTOPAR_DATABASE_URL", url)
-    capsys.readouterr()
-    assert cli.main(["runs", "export", "--json"]) == 0
-    out, err = capsys.readouterr()
+    exported, err = _export(url, monkeypatch, capsys)
     assert err.startswith("exported 1 run to stdout (0 skipped)"), err
-    (record,) = json.loads(out)
+    (record,) = exported
     assert record["config"]["activation_offload_layers"] == 8
     assert run_from_record(record).config == ParallelConfig(dp=4, tp=2, zero_stage=1, activation_offload_layers=8)
