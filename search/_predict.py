@@ -61,7 +61,7 @@ from search._stages import (
     stage_params_per_rank,
     stage_recompute_shares,
 )
-from search._support import model_support_warnings, support_warnings
+from search._support import megatron_fsdp, model_support_warnings, support_warnings
 from search._tiling import tiling_launch_s
 
 FUSED_ATTENTION_RUNTIMES = ("megatron",)
@@ -274,13 +274,6 @@ def microbatch_overhead_s(framework: str, pp: int, cal: Calibration) -> float:
     return cal.microbatch_overhead_s + engine_s
 
 
-def megatron_fsdp(framework: str, zero_stage: int) -> bool:
-    """Megatron's ZeRO-2/3 is Megatron-FSDP (``--use-megatron-fsdp``, ``optim_grads`` /
-    ``optim_grads_params``), whose per-micro-batch traffic inside an NVLink domain
-    :func:`search._schedule.chunked_overlap_s` costs."""
-    return framework == "megatron" and zero_stage >= 2
-
-
 def dp_overlap(framework: str, pp: int, cal: Calibration) -> float:
     """Share of the last backward / first forward that hides data-parallel traffic: the fitted
     :attr:`Calibration.dp_overlap`, except under DeepSpeed's pipeline engine, whose
@@ -392,6 +385,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     # leave the NVLink domain take 16 SMs instead of 4-5 (megatron-core distributed_data_parallel_config.py,
     # nccl_ub), and no published Megatron-FSDP run spans a network.
     tiles_s = tiling_launch_s(model, c.tiles, max(counts), cal.collective_latency_s)
+    # Megatron-FSDP's per-micro-batch traffic inside an NVLink domain: search._schedule.chunked_overlap_s.
     if megatron_fsdp(training.framework, c.zero_stage) and comm.on_nvlink:
         fullest = max(range(c.pp), key=lambda r: stage_params[r])  # the rank step_comm_s costs
         chunk_s = comm.per_micro_batch_s / max(counts[fullest], 1)  # one layer's unit, routed experts included

@@ -60,8 +60,15 @@ class SupportEntry:
     """Whether it applies: to a ParallelConfig (:data:`SUPPORT_MATRIX`) or a ModelSpec (:data:`MODEL_SUPPORT`)."""
 
 
+def megatron_fsdp(framework: str, zero_stage: int) -> bool:
+    """Megatron's ZeRO-2/3 is Megatron-FSDP (``--use-megatron-fsdp``, ``optim_grads`` /
+    ``optim_grads_params``)."""
+    return framework == "megatron" and zero_stage >= 2
+
+
 def _megatron_fsdp(c: ParallelConfig) -> bool:
-    return c.zero_stage >= 2
+    """:func:`megatron_fsdp` for the Megatron entries below."""
+    return megatron_fsdp("megatron", c.zero_stage)
 
 
 def _not_type_transformer(c: ParallelConfig) -> bool:
