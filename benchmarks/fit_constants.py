@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._errata import load_errata, read_corrected  # noqa: E402
+from benchmarks._errata import read_corrected  # noqa: E402
 from benchmarks._tuned import completions, predict_tuned  # noqa: E402
 from search import Calibration, ParallelConfig  # noqa: E402
 from search._calibration import CALIBRATION_PATH, default_calibration  # noqa: E402
@@ -142,9 +142,9 @@ def error_bands(runs: list[CalibrationRun], cal: Calibration, configs: Completio
     runtime, and the worst per-source figure (what :func:`search._error_band.error_band` reads;
     an unmeasured runtime/GPU falls back to the runtime's, then to the worst source's); and over
     the published mixture-of-experts runs (``moe_runs``, default: those of
-    ``benchmarks/data/runs_2024_2026.json`` read with their misprints corrected, including the rows
-    whose recipe ran a dispatcher or all-to-all overlap the model does not cost, predicted as the
-    alltoall runs it would launch), which an MoE prediction's band never falls below."""
+    ``benchmarks/data/runs_2024_2026.json`` read with their errata, each with the token dispatcher and
+    all-to-all overlap its recipe ran; rows whose dispatcher no recipe pins are refused), which an MoE
+    prediction's band never falls below."""
     by_pair: dict[str, list[float]] = defaultdict(list)
     by_runtime: dict[str, list[float]] = defaultdict(list)
     by_source: dict[str, list[float]] = defaultdict(list)
@@ -162,12 +162,9 @@ def error_bands(runs: list[CalibrationRun], cal: Calibration, configs: Completio
         return {k: {"mape": round(statistics.fmean(v), 4), "n": len(v)} for k, v in sorted(groups.items())}
 
     if moe_runs is None:
-        # Misprinted layouts corrected, but not the recipe completions that refuse a row for a dispatcher or
-        # overlap the model does not cost: the band is the error against MoE runs as the published recipes
-        # ran them, which is what a user of those recipes meets (an answer is never surer than that).
-        misprints = [e for e in load_errata() if e.kind == "contradicts"]
-        moe_runs = [r for r in read_corrected(DATA / "runs_2024_2026.json", misprints)[0].runs
-                    if r.model.moe is not None]
+        # As the published recipes ran them (misprints corrected, dispatcher and overlap completed): what
+        # a user of those recipes meets (an answer is never surer than that).
+        moe_runs = [r for r in read_corrected(DATA / "runs_2024_2026.json")[0].runs if r.model.moe is not None]
     moe = [abs(predict_tuned(r, cal).prediction.iteration_time_s - r.iteration_time_s) / r.iteration_time_s
            for r in moe_runs if r.iteration_time_s is not None and r.ran is not False]
     return {"by_runtime_gpu": summary(by_pair), "by_runtime": summary(by_runtime),

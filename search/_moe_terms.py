@@ -30,6 +30,7 @@ from search._compute_time import (
 from search._errors import SpecError
 from search._memory import layer_activation_bytes, mlp_saved_bytes_per_token
 from search._model_spec import ModelSpec
+from search._moe_dispatch import flex_dispatch_s
 from search._moe_spec import MoESpec
 from search._units import BYTES_16BIT
 
@@ -105,7 +106,8 @@ class MoELayerTimes:
 
 
 def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, ep: int, etp: int,
-                    kernels: Kernels, cluster: ClusterSpec, cal: Calibration) -> MoELayerTimes:
+                    kernels: Kernels, cluster: ClusterSpec, cal: Calibration,
+                    dispatcher: str = "alltoall") -> MoELayerTimes:
     """Forward time of one MoE block (attention as in a dense block, then router, routed and shared
     experts and the token exchange)."""
     moe = _experts(model)
@@ -129,31 +131,50 @@ def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bo
                    + (tokens * mlp_activation_bytes_per_token(model, moe.shared_expert_ffn / tp)))
     return MoELayerTimes(attn_gemm + router + shared + experts, attention, attention_bwd,
                          elementwise / kernels.hbm_bytes_per_s,
-                         dispatch_forward_s(model, micro_batch, tp, cp, sp, ep, etp, cluster, cal))
+                         dispatch_forward_s(model, micro_batch, tp, cp, sp, ep, etp, cluster, cal, dispatcher))
 
 
 MOE_DISPATCH_WARNING = (
-    "costed with Megatron's alltoall token dispatcher and its all-to-all exposed: the flex dispatcher "
-    "(DeepEP, HybridEP) and --overlap-moe-expert-parallel-comm, which most of NVIDIA's published MoE recipes "
-    "run, are not modelled (docs/cost-model.md, Known limits)"
+    "costed with Megatron's alltoall token dispatcher and its all-to-all exposed; the flex dispatcher "
+    "(moe_dispatcher flex-deepep / flex-hybridep) and --overlap-moe-expert-parallel-comm (moe_a2a_overlap), which "
+    "most of NVIDIA's published MoE recipes run, are options"
 )
-"""Said on every mixture-of-experts prediction with expert parallelism: what its all-to-all term assumes."""
+"""Said on every alltoall mixture-of-experts prediction with expert parallelism: what its all-to-all term assumes."""
+MOE_FLEX_WARNING = (
+    "token exchange costed as traffic at link rate (the flex dispatcher: one copy per destination GPU; the EP "
+    "overlap: hidden behind the block's compute); the kernels' own rate, the SMs they take and the CUDA graphs "
+    "the recipes capture with them are not modelled, and NVIDIA's published runs with them are predicted "
+    "within the MoE error band only (docs/cost-model.md, Known limits)"
+)
+"""Said on every prediction with the flex dispatcher or the EP overlap: how its exchange is costed."""
 
 
-def moe_warnings(model: ModelSpec, ep: int) -> tuple[str, ...]:
-    """:data:`MOE_DISPATCH_WARNING` for an MoE model whose experts are spread (ep > 1), else none."""
-    return (MOE_DISPATCH_WARNING,) if model.moe is not None and ep > 1 else ()
+def moe_warnings(model: ModelSpec, ep: int, dispatcher: str = "alltoall", overlap: bool = False) -> tuple[str, ...]:
+    """What the token exchange of an MoE model whose experts are spread (ep > 1) assumes:
+    :data:`MOE_DISPATCH_WARNING` for the exposed alltoall dispatcher, :data:`MOE_FLEX_WARNING` for the
+    flex dispatcher or the EP overlap; none otherwise."""
+    if model.moe is None or ep == 1:
+        return ()
+    return (MOE_DISPATCH_WARNING,) if dispatcher == "alltoall" and not overlap else (MOE_FLEX_WARNING,)
 
 
 def dispatch_forward_s(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, ep: int, etp: int,
-                       cluster: ClusterSpec, cal: Calibration) -> float:
+                       cluster: ClusterSpec, cal: Calibration, dispatcher: str = "alltoall") -> float:
     """Forward token exchange of one MoE block: dispatch and combine all-to-alls of ``T*k*h``
     16-bit elements over the ep group (ranks ``etp`` apart: Megatron's expert grid orders etp
     innermost, then ep), and with etp > 1 the all-gather of the routed tokens over the etp group
     and its reduce-scatter on the way back (the alltoall dispatcher's A2A-then-AllGather,
     frameworks_2.md sec. 3.3). Megatron runs them on the compute stream between the expert
-    GEMMs: nothing overlaps them without ``--overlap-moe-expert-parallel-comm`` (not modelled)."""
-    sent = tokens_per_gpu(model, micro_batch, tp, cp, sp) * _experts(model).topk * model.hidden * BYTES_16BIT
+    GEMMs: nothing overlaps them without ``--overlap-moe-expert-parallel-comm``
+    (:func:`search._moe_dispatch.overlapped_ep_comm_s`). The flex dispatcher (``dispatcher``
+    ``flex-deepep`` or ``flex-hybridep``, ep > 1 and etp = 1) sends each token once per destination
+    GPU instead (:func:`search._moe_dispatch.flex_dispatch_s`)."""
+    moe = _experts(model)
+    tokens = tokens_per_gpu(model, micro_batch, tp, cp, sp)
+    if dispatcher != "alltoall":
+        return 2.0 * flex_dispatch_s(model.hidden * BYTES_16BIT, tokens, moe.experts, moe.topk, ep, etp, dispatcher,
+                                     cluster, cal)
+    sent = tokens * moe.topk * model.hidden * BYTES_16BIT
     a2a = 2.0 * all_to_all_time_s(sent, ep, cluster, etp, cal)
     if etp > 1:
         link = group_link(cluster, etp, 1, cal)

@@ -15,6 +15,7 @@ Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
 Framework = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp"]
 Placement = Literal["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"]
+MoEDispatcher = Literal["alltoall", "flex-deepep", "flex-hybridep"]
 
 OFFLOADS: tuple[Offload, ...] = get_args(Offload)
 RECOMPUTES: tuple[Recompute, ...] = get_args(Recompute)
@@ -25,6 +26,9 @@ NVFP4 need compute capability 10.x) and only Megatron-Core emits (``--fp8-recipe
 ``--fp4-format e2m1 --fp4-recipe nvfp4``)."""
 FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
+MOE_DISPATCHERS: tuple[MoEDispatcher, ...] = get_args(MoEDispatcher)
+"""Megatron-Core token dispatchers with expert parallelism: ``alltoall``, and ``flex`` with the DeepEP
+or HybridEP backend (``--moe-token-dispatcher-type``, ``--moe-flex-dispatcher-backend``)."""
 """Orders in which the parallel groups are laid onto consecutive ranks, innermost first:
 Megatron-Core's default ``tp-cp-ep-dp-pp`` and ``tp-cp-ep-pp-dp`` (``--use-tp-pp-dp-mapping``,
 megatron/training/arguments.py; parallel_state.initialize_model_parallel ``order``)."""
@@ -95,12 +99,20 @@ class ParallelConfig:
     split into ``tiles`` sub-linears that ZeRO-3 gathers and releases one at a time
     (``deepspeed.zero.TiledLinear`` with in_splits x out_splits = tiles, in the model code). 1 means off."""
 
+    moe_dispatcher: MoEDispatcher = "alltoall"
+    """How an MoE block exchanges tokens over the ep group (:data:`MOE_DISPATCHERS`): NCCL all-to-all of
+    one copy per routed expert, or the flex dispatcher's kernels, one copy per destination GPU
+    (:mod:`search._moe_dispatch`; DeepEP or HybridEP must be installed)."""
+    moe_a2a_overlap: bool = False
+    """Megatron-Core ``--overlap-moe-expert-parallel-comm``: one micro-batch's dispatch and combine run
+    behind another's compute. Needs ep > 1."""
+
     def __post_init__(self) -> None:
         owner = "ParallelConfig"
         for name in ("dp", "tp", "pp", "vp", "cp", "micro_batch", "ep", "etp", "tiles"):
             positive_int(owner, name, getattr(self, name))
         self._check_memory_policies(owner)
-        for flag in ("sp", "tp_comm_overlap"):
+        for flag in ("sp", "tp_comm_overlap", "moe_a2a_overlap"):
             if not isinstance(getattr(self, flag), bool):
                 raise SpecError(f"{owner}.{flag}", f"{getattr(self, flag)!r} is not a boolean", "use true or false")
         if type(self.zero_stage) is not int or self.zero_stage not in (0, 1, 2, 3):
@@ -109,6 +121,15 @@ class ParallelConfig:
         one_of(owner, "offload_param", self.offload_param, OFFLOADS)
         one_of(owner, "recompute", self.recompute, RECOMPUTES)
         one_of(owner, "placement", self.placement, PLACEMENTS)
+        one_of(owner, "moe_dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)
+        if self.moe_dispatcher != "alltoall" and (self.ep == 1 or self.etp > 1):
+            raise SpecError(f"{owner}.moe_dispatcher", f"{self.moe_dispatcher!r} with ep={self.ep}, etp={self.etp}: "
+                            "the flex dispatcher is costed over an expert-parallel group (ep >= 2) without expert "
+                            "tensor parallelism", "set ep >= 2 and etp=1, or moe_dispatcher='alltoall'")
+        if self.moe_a2a_overlap and self.ep == 1:
+            raise SpecError(f"{owner}.moe_a2a_overlap", "overlapping the expert all-to-all needs expert parallelism "
+                            "(megatron-core transformer_config.py: expert_model_parallel_size > 1)",
+                            "set ep >= 2, or moe_a2a_overlap=false")
         if self.offload_param != "none" and self.zero_stage != 3:
             raise SpecError(
                 f"{owner}.offload_param", f"{self.offload_param!r} needs ZeRO-3, got zero_stage={self.zero_stage}",
@@ -188,7 +209,8 @@ class ParallelConfig:
                 tp_comm_overlap: bool = False, stage_layers: tuple[int, ...] | None = None, ep: int = 1,
                 etp: int = 1, placement: Placement = "tp-cp-ep-dp-pp", tiles: int = 1,
                 optimizer_offload_fraction: float = 1.0, recompute_layers: int | None = None,
-                activation_offload_layers: int = 0) -> ParallelConfig:
+                activation_offload_layers: int = 0, moe_dispatcher: MoEDispatcher = "alltoall",
+                moe_a2a_overlap: bool = False) -> ParallelConfig:
         """Build without re-validating, for enumerators that generate only valid values
         (:func:`search._space.enumerate_space`, whose tests check every result against
         :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
@@ -214,6 +236,8 @@ class ParallelConfig:
         put(self, "optimizer_offload_fraction", optimizer_offload_fraction)
         put(self, "recompute_layers", recompute_layers)
         put(self, "activation_offload_layers", activation_offload_layers)
+        put(self, "moe_dispatcher", moe_dispatcher)
+        put(self, "moe_a2a_overlap", moe_a2a_overlap)
         return self
 
     @property

@@ -39,6 +39,7 @@ from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
 from search._memory import saved_linear_input_bytes
 from search._memory_plan import MemoryPlan, plan_memory, stage_breakdowns
 from search._model_spec import ModelSpec
+from search._moe_dispatch import overlapped_ep_comm_s
 from search._moe_terms import MoELayerTimes, moe_layer_times, moe_warnings
 from search._offload import offload_terms
 from search._parallel_spec import ParallelConfig, Recompute, TrainingSpec, check_compatible
@@ -173,7 +174,8 @@ class MicroBatchTerms:
 def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision: str, cal: Calibration, tp: int,
                        cp: int, sp: bool, micro_batch: int, recompute: str,
                        tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1,
-                       framework: str = "", fabric: Fabric = NON_BLOCKING) -> MicroBatchTerms:
+                       framework: str = "", fabric: Fabric = NON_BLOCKING, moe_dispatcher: str = "alltoall",
+                       moe_a2a_overlap: bool = False) -> MicroBatchTerms:
     """Compute, TP/CP communication and recomputation of one layer, and LM-head time, per micro-batch.
 
     They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute), not on
@@ -184,19 +186,22 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
                                              tp_comm_overlap, framework)
     if model.moe is None:
         return dense
-    mt = _moe_times(model, gpu, node, fabric, precision, cal, tp, cp, sp, micro_batch, ep, etp, framework)
+    mt = _moe_times(model, gpu, node, fabric, precision, cal, tp, cp, sp, micro_batch, ep, etp, framework,
+                    moe_dispatcher)
     as_layer = LayerTimes(mt.gemm_s, mt.attention_s, mt.attention_backward_s, mt.elementwise_s)
     # With SP the routed experts take their tokens from the sequence shards: only the attention (and
     # the shared experts, which run on the gathered sequence) keep their TP all-gather/reduce-scatter.
     tp_share = 1.0 if (not sp or model.moe.shared_expert_ffn) else 0.5
+    compute_s = as_layer.forward_s + as_layer.backward_s
+    ep_comm_s = 2.0 * mt.dispatch_s  # forward and backward (search._moe_terms.dispatch_forward_s)
     moe = MoEBlockTerms(
         layer=mt,
-        compute_s=as_layer.forward_s + as_layer.backward_s,
+        compute_s=compute_s,
         tp_comm_s=tp_share * dense.tp_comm_s,
         cp_comm_s=dense.cp_comm_s,
         recompute_s=recompute_per_layer_s(recompute, model.attention, as_layer, tp_share * tp_fwd_s, cp_fwd_s)
         + (mt.dispatch_s if recompute == "full" else 0.0),
-        ep_comm_s=2.0 * mt.dispatch_s,
+        ep_comm_s=overlapped_ep_comm_s(ep_comm_s, compute_s, moe_dispatcher) if moe_a2a_overlap else ep_comm_s,
     )
     return replace(dense, moe=moe, mtp_s=model.mtp_layers * (moe.layer_s + dense.head_s))
 
@@ -237,11 +242,12 @@ def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric,
 @lru_cache(maxsize=65536)
 def _moe_times(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric, precision: str, cal: Calibration,
                tp: int, cp: int,
-               sp: bool, micro_batch: int, ep: int, etp: int, framework: str) -> MoELayerTimes:
+               sp: bool, micro_batch: int, ep: int, etp: int, framework: str,
+               dispatcher: str = "alltoall") -> MoELayerTimes:
     """One MoE block's forward times (independent of recomputation and TP overlap: cached apart)."""
     kernels, _ = _kernels(gpu, precision, cal, framework)
     cluster = ClusterSpec(gpu=gpu, node=node, fabric=fabric)
-    return moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, cluster, cal)
+    return moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, cluster, cal, dispatcher)
 
 
 def stage_micro_batch_s(terms: MicroBatchTerms, counts: tuple[int, ...], overhead_s: float,
@@ -291,7 +297,7 @@ def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelCo
     c = config
     t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
                            c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework,
-                           cluster.fabric)
+                           cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap)
     stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), microbatch_overhead_s(training.framework, c.pp, cal),
                                   stage_moe_layer_counts(model, c), stage_recompute_shares(model, c))
     slowest = max(stage_s)
@@ -356,7 +362,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     moe_counts = stage_moe_layer_counts(model, c)
 
     t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.micro_batch,
-                           c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework, cluster.fabric)
+                           c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework, cluster.fabric,
+                           c.moe_dispatcher, c.moe_a2a_overlap)
     lt = t.layer
     overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal)
     shares = stage_recompute_shares(model, c)
@@ -463,7 +470,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         feasible=mem.feasible,
         reasons=mem.reasons,
         warnings=comm.warnings + support_warnings(training.framework, c)
-        + model_support_warnings(training.framework, model) + moe_warnings(model, c.ep),
+        + model_support_warnings(training.framework, model)
+        + moe_warnings(model, c.ep, c.moe_dispatcher, c.moe_a2a_overlap),
         stage_layers=counts,
         stage_times_s=stage_s,
         stage_peak_memory_bytes=tuple(b.total for b in stage_breakdowns(model, c, training, m, cal).values()),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from search._errors import SpecError
-from search._parallel_spec import FRAMEWORKS, PRECISIONS
+from search._parallel_spec import FRAMEWORKS, MOE_DISPATCHERS, PRECISIONS
 
 NODE_FOR_GPU = {
     "v100-sxm3-32gb": "dgx-2",
@@ -88,11 +88,12 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # Expert parallelism as Megatron-Core folds it; a null etp is an open field (1 or tp, as tuned).
         "ep": MODELLED, "etp": MODELLED, "expert_dp": CHECKED,  # = world / (etp * ep * pp)
         # alltoall (or null: the loader's default, which the Megatron-Bridge recipes of most published MoE
-        # rows contradict, benchmarks/data/errata.json) is the one modelled.
+        # rows contradict, benchmarks/data/errata.json) or the flex dispatcher (flex-deepep, flex-hybridep);
+        # an unknown one and the allgather dispatcher are refused.
         "moe_dispatcher": CHECKED,
         # Beyond the published schema, set by an erratum from the run's recipe: Megatron-Core's
-        # --overlap-moe-expert-parallel-comm (with delay_wgrad_compute), which the cost model does not have.
-        "moe_a2a_overlap": REFUSED_WHEN_SET,
+        # --overlap-moe-expert-parallel-comm (with delay_wgrad_compute).
+        "moe_a2a_overlap": MODELLED,
         # Megatron-FSDP over the whole dp x cp group is Megatron's ZeRO-2/3 (_check_fsdp).
         **dict.fromkeys(("fsdp", "fsdp_shard_size"), CHECKED),
         **dict.fromkeys(("fp8_recipe",
@@ -285,16 +286,15 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
         for key in ("ep", "etp", "expert_dp"):
             if cfg.get(key) not in (None, 1):
                 refuse(f"config.{key}", f"expert parallelism ({key}={cfg[key]}) without a model.moe part", INCONSISTENT)
-    if cfg.get("moe_a2a_overlap"):
-        refuse("config.moe_a2a_overlap", "the expert all-to-all overlapped with another micro-batch's compute "
-               "(--overlap-moe-expert-parallel-comm) is not modelled (the all-to-all is costed exposed)", MOE)
+    overlap = cfg.get("moe_a2a_overlap")
+    if overlap is not None and not isinstance(overlap, bool):
+        refuse("config.moe_a2a_overlap", f"{overlap!r} is not true, false or null", INCONSISTENT)
     if cfg.get("moe_dispatcher") == "unknown":
         refuse("config.moe_dispatcher", "the row's token dispatcher is unknown (no recipe of its release matches "
-               "it, and the recipes for its GPU run a flex dispatcher); only Megatron's alltoall dispatcher is "
-               "modelled", MOE)
-    elif cfg.get("moe_dispatcher") not in (None, "alltoall"):
-        refuse("config.moe_dispatcher", f"{cfg['moe_dispatcher']!r}: only Megatron's alltoall token dispatcher is "
-               "modelled (DeepEP / flex and allgather dispatchers are not)", MOE)
+               "it, and the recipes for its GPU run a flex dispatcher)", MOE)
+    elif cfg.get("moe_dispatcher") not in (None, *MOE_DISPATCHERS):
+        refuse("config.moe_dispatcher", f"{cfg['moe_dispatcher']!r} is not modelled ({', '.join(MOE_DISPATCHERS)}; "
+               "the allgather dispatcher is not)", MOE)
     first, last = cfg.get("first_stage_layers"), cfg.get("last_stage_layers")
     if (first is None) != (last is None):
         refuse("config.first_stage_layers", "give both first_stage_layers and last_stage_layers, or neither",

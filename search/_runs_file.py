@@ -338,6 +338,7 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         tp_comm_overlap=bool(cfg.get("tp_comm_overlap") or recipe_flags.get("tp_comm_overlap", False)),
         ep=int(cfg.get("ep") or 1), etp=int(cfg.get("etp") or 1),
         activation_offload_layers=int(cfg.get("activation_offload_layers") or 0),
+        moe_dispatcher=cfg.get("moe_dispatcher") or "alltoall", moe_a2a_overlap=bool(cfg.get("moe_a2a_overlap")),
     )
     grad_reduce_in_bf16 = cfg.get("grad_reduce_in_bf16")
     if grad_reduce_in_bf16 is not None and not isinstance(grad_reduce_in_bf16, bool):

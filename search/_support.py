@@ -19,7 +19,9 @@ Predicates look only at whether a parallelism is in use (tp, pp, vp, cp > 1), at
 the ZeRO stage, offloads, recomputation and TP-communication overlap, so the enumerator can
 cache a status per combination of those (:func:`support_key`). The fine-grained memory policies
 (offload fraction, recomputed layer count, activation offload) are never enumerated: the search
-derives them per layout and checks them with :func:`support_status` directly.
+derives them per layout and checks them with :func:`support_status` directly. Nor are the MoE token
+dispatcher and the EP overlap (``moe_dispatcher``, ``moe_a2a_overlap``): a configuration that states
+them is checked with :func:`support_status` too.
 """
 
 from __future__ import annotations
@@ -122,6 +124,20 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
         "megatron-core 0.19 docs/user-guide/parallelism-guide.md ('you must enable Sequence Parallelism'); "
         "model_parallel_config.py:560; frameworks_2.md sec. 3.2",
         lambda c: c.ep > 1 and c.tp > 1 and not c.sp,
+    ),
+    SupportEntry(
+        "megatron", "megatron-ep-overlap-needs-vp", "refused", "ParallelConfig.moe_a2a_overlap",
+        "--overlap-moe-expert-parallel-comm with pipeline parallelism needs the interleaved schedule (vp > 1)",
+        "set vp >= 2, or pp=1, or moe_a2a_overlap=false",
+        "megatron-core 0.19 transformer_config.py:2672-2700; frameworks_2.md sec. 1 item 10 and sec. 3.2",
+        lambda c: c.moe_a2a_overlap and c.pp > 1 and c.vp == 1,
+    ),
+    SupportEntry(
+        "megatron", "megatron-ep-overlap-full-recompute", "refused", "ParallelConfig.moe_a2a_overlap",
+        "--overlap-moe-expert-parallel-comm does not work with full recomputation",
+        "set recompute='none' or 'selective', or moe_a2a_overlap=false",
+        "megatron-core 0.19 transformer_config.py:2672-2700; frameworks_2.md sec. 3.2",
+        lambda c: c.moe_a2a_overlap and c.recompute == "full",
     ),
     SupportEntry(
         "megatron", "megatron-tp-comm-overlap-needs-sp", "refused", "ParallelConfig.tp_comm_overlap",

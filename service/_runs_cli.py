@@ -243,6 +243,9 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
             # Megatron-Core --cpu-offloading-num-layers (search/_runs_file.py reads it; absent means none).
             **({"activation_offload_layers": c.activation_offload_layers} if c.activation_offload_layers else {}),
             **({"ep": c.ep, "etp": c.etp} if m.moe is not None or c.ep > 1 or c.etp > 1 else {}),
+            # Megatron-Core's flex dispatcher and --overlap-moe-expert-parallel-comm (absent: alltoall, none).
+            **({"moe_dispatcher": c.moe_dispatcher} if c.moe_dispatcher != "alltoall" else {}),
+            **({"moe_a2a_overlap": True} if c.moe_a2a_overlap else {}),
         },
         "measured": {
             "iteration_time_s": time_s,

@@ -33,7 +33,7 @@ from search import (
 )
 from search._fabric import fabric_dict
 from search._model_presets import MODEL_PRESETS
-from search._parallel_spec import FRAMEWORKS, OFFLOADS, PLACEMENTS, PRECISIONS, RECOMPUTES
+from search._parallel_spec import FRAMEWORKS, MOE_DISPATCHERS, OFFLOADS, PLACEMENTS, PRECISIONS, RECOMPUTES
 from service._admin_cli import add_admin_parsers
 from service._calibrate_cli import CALIBRATION_HELP, add_calibrate_parser, cli_calibration
 from service._cli_output import (
@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ep", type=int, default=1, metavar="N",
                    help="expert-parallel degree, MoE models (default: 1; folded into tp*cp*dp as Megatron-Core does)")
     p.add_argument("--etp", type=int, default=1, metavar="N", help="expert tensor-parallel degree (default: 1)")
+    p.add_argument("--moe-dispatcher", default="alltoall", choices=MOE_DISPATCHERS,
+                   help="MoE token dispatcher with ep > 1: Megatron's alltoall, or flex with the DeepEP or HybridEP "
+                        "backend (default: alltoall)")
+    p.add_argument("--moe-a2a-overlap", action="store_true",
+                   help="Megatron-Core --overlap-moe-expert-parallel-comm (ep > 1; vp > 1 when pp > 1)")
     p.add_argument("--sp", action="store_true", help="Megatron sequence parallelism (needs tp > 1)")
     p.add_argument("--tp-comm-overlap", action="store_true",
                    help="Megatron-Core --tp-comm-overlap: TP collectives pipelined with GEMMs (needs --sp)")
@@ -160,7 +165,8 @@ def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig
         tiles=args.tiles, placement=args.placement,
     )
     # The expert degrees fold into tp*cp*dp: set them once dp is known.
-    experts = {"ep": args.ep, "etp": args.etp}
+    experts = {"ep": args.ep, "etp": args.etp, "moe_dispatcher": args.moe_dispatcher,
+               "moe_a2a_overlap": args.moe_a2a_overlap}
     if args.dp is not None:
         return dataclasses.replace(config, **experts)
     dp = derived_dp(world_size, tp=config.tp, pp=config.pp, cp=config.cp, field="ParallelConfig.dp",
@@ -186,6 +192,8 @@ def _policies(c: ParallelConfig) -> str:
              f" recompute-layers={c.recompute_layers}" if c.recompute_layers is not None else "",
              f" activation-offload-layers={c.activation_offload_layers}" if c.activation_offload_layers else "",
              f" tiles={c.tiles}" if c.tiles > 1 else "",
+             f" dispatcher={c.moe_dispatcher}" if c.moe_dispatcher != "alltoall" else "",
+             " ep-overlap" if c.moe_a2a_overlap else "",
              f" placement={c.placement}" if c.placement != "tp-cp-ep-dp-pp" else ""]
     return "".join(parts)
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from search._parallel_spec import Placement
+from search._parallel_spec import MoEDispatcher, Placement
 from search._search import Objective
 from service.api._calibration_models import CalibrationUsedOut
 from service.request import BudgetIn, Runtime, SearchIn
@@ -120,6 +120,9 @@ class ParallelConfigOut(_Out):
                                          "(virtual) pipeline stage (Megatron --recompute-method block); null for all.")
     activation_offload_layers: int = Field(default=0, description="Layers whose activations go to host memory "
                                            "(Megatron --cpu-offloading-num-layers); 0 for none.")
+    moe_dispatcher: MoEDispatcher = Field(default="alltoall", description="MoE token dispatcher: alltoall, "
+                                          "flex-deepep or flex-hybridep.")
+    moe_a2a_overlap: bool = Field(default=False, description="Megatron-Core --overlap-moe-expert-parallel-comm.")
 
 
 class PredictionOut(_Out):

@@ -11,7 +11,8 @@ Mixtures of experts, latent attention and multi-token prediction (:func:`expert_
 rules from ``frameworks_2.md`` sec. 3 and megatron-core ``core_v0.19.0``'s ``arguments.py``,
 ``transformer_config.py``, ``gpt_layer_specs.py`` and ``pipeline_parallel_layer_layout.py``):
 experts folded over the attention layers' ranks (ep x etp divides tp x cp x dp), grouped GEMMs,
-the all-to-all dispatcher when ep > 1, dropless unless a capacity factor is given.
+the all-to-all dispatcher when ep > 1 (or the flex dispatcher with the configuration's DeepEP / HybridEP
+backend, and --overlap-moe-expert-parallel-comm when asked), dropless unless a capacity factor is given.
 """
 
 from __future__ import annotations
@@ -235,9 +236,16 @@ def expert_args(m: ModelSpec, c: ParallelConfig) -> tuple[list[str], list[str]]:
         if moe.shared_expert_ffn:
             args += ["--moe-shared-expert-intermediate-size", str(moe.shared_expert_ffn)]
         # Megatron's --expert-tensor-parallel-size default is tp; autopar's etp default is 1: always written.
+        dispatcher = "flex" if c.moe_dispatcher != "alltoall" else "alltoall" if c.ep > 1 else "allgather"
         args += ["--expert-model-parallel-size", str(c.ep), "--expert-tensor-parallel-size", str(c.etp),
-                 "--moe-grouped-gemm", "--moe-token-dispatcher-type", "alltoall" if c.ep > 1 else "allgather",
+                 "--moe-grouped-gemm", "--moe-token-dispatcher-type", dispatcher,
                  "--moe-router-dtype", "fp32"]  # the cost model's router is fp32; Megatron warns without it
+        if c.moe_dispatcher != "alltoall":  # flex-deepep / flex-hybridep: the backend the cost model costs
+            args += ["--moe-flex-dispatcher-backend", c.moe_dispatcher.removeprefix("flex-")]
+            notes.append(f"the flex dispatcher's {c.moe_dispatcher.removeprefix('flex-')} backend needs the deep_ep "
+                         "package (DeepEP; HybridEP is its hybrid-ep branch) in the training image")
+        if c.moe_a2a_overlap:  # costed without --delay-wgrad-compute, which the recipes add: not emitted
+            args.append("--overlap-moe-expert-parallel-comm")
         if moe.topk == 1:  # transformer_config.py: softmax over one logit has no gradient
             args.append("--moe-router-pre-softmax")
         if moe.router_load == "force-balanced":  # random logits (a benchmark): no loss to balance them

@@ -192,6 +192,14 @@ def _check_experts(v: dict[str, str | None], world_size: int, tp: int, pp: int, 
     if dispatcher not in ("allgather", "alltoall", "flex"):
         raise SpecError(_FIELD, f"--moe-token-dispatcher-type {dispatcher!r} is not allgather, alltoall or flex",
                         "give one of them")
+    backend = v.get("--moe-flex-dispatcher-backend") or "deepep"
+    if backend not in ("deepep", "hybridep", "ncclep"):
+        raise SpecError(_FIELD, f"--moe-flex-dispatcher-backend {backend!r} is not deepep, hybridep or ncclep",
+                        "give one of them")
+    if dispatcher == "flex" and "--moe-pad-expert-input-to-capacity" in v:
+        raise SpecError(_FIELD, "the flex token dispatcher does not support moe_pad_expert_input_to_capacity",
+                        "drop --moe-pad-expert-input-to-capacity, or use the alltoall dispatcher")
+    _check_ep_overlap(v, ep, pp, dispatcher)
     capacity = float_value(v, "--moe-expert-capacity-factor", _FIELD)
     if capacity is not None and capacity >= 0 and balancing not in _DROPPING_BALANCING:
         raise SpecError(_FIELD, "moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, "
@@ -208,6 +216,30 @@ def _check_experts(v: dict[str, str | None], world_size: int, tp: int, pp: int, 
                             "over which its columns are split", f"choose a {what} that divides it")
     if layers is not None:
         _moe_layer_pattern(v, layers)
+
+
+_VP_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+             "--pipeline-model-parallel-layout")
+
+
+def _check_ep_overlap(v: dict[str, str | None], ep: int, pp: int, dispatcher: str) -> None:
+    """``--overlap-moe-expert-parallel-comm``'s rules (megatron-core 0.19 ``transformer_config.py:2672-2700``,
+    frameworks_2.md sec. 3.2): expert parallelism, the alltoall or flex dispatcher, no full
+    recomputation, and the interleaved schedule when pipelined."""
+    if "--overlap-moe-expert-parallel-comm" not in v:
+        return
+    if ep <= 1:
+        raise SpecError(_FIELD, "overlap_moe_expert_parallel_comm needs expert_model_parallel_size > 1",
+                        "give --expert-model-parallel-size >= 2, or drop the overlap")
+    if dispatcher not in ("alltoall", "flex"):
+        raise SpecError(_FIELD, f"overlap_moe_expert_parallel_comm needs the alltoall or flex dispatcher, not "
+                        f"{dispatcher!r}", "give --moe-token-dispatcher-type alltoall or flex")
+    if v.get("--recompute-granularity") == "full":
+        raise SpecError(_FIELD, "overlap_moe_expert_parallel_comm does not work with full recomputation",
+                        "use selective recomputation or none, or drop the overlap")
+    if pp > 1 and not any(flag in v for flag in _VP_FLAGS):
+        raise SpecError(_FIELD, "overlap_moe_expert_parallel_comm with pipeline parallelism needs the interleaved "
+                        "schedule (virtual pipeline stages)", "give virtual stages, or drop the overlap")
 
 
 def _mixed_layers(v: dict[str, str | None], layers: int | None) -> bool:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from search._cluster_spec import BOUNDS as HARDWARE_BOUNDS  # not re-exported by search: one definition
 from search._fabric import OVERSUBSCRIPTION, RAIL_BYTES_PER_S
-from search._parallel_spec import Framework, Placement, Precision
+from search._parallel_spec import Framework, MoEDispatcher, Placement, Precision
 
 Positive = Annotated[int, Field(ge=1)]
 Name = Annotated[str, Field(min_length=1, max_length=100)]
@@ -273,6 +273,12 @@ class ConfigIn(_In):
                                          "null for every layer.")
     activation_offload_layers: int = Field(default=0, ge=0, le=100_000, description="Layers whose activations go to "
                                            "host memory (Megatron --cpu-offloading-num-layers; pp 1, no recompute).")
+    moe_dispatcher: MoEDispatcher = Field(default="alltoall", description="MoE token dispatcher with ep > 1: "
+                                          "Megatron's alltoall, or the flex dispatcher with the DeepEP or HybridEP "
+                                          "backend (one copy per destination GPU; the package must be installed).")
+    moe_a2a_overlap: bool = Field(default=False, description="Megatron-Core --overlap-moe-expert-parallel-comm: one "
+                                  "micro-batch's dispatch and combine behind another's compute (ep > 1; vp > 1 "
+                                  "when pp > 1; no full recompute).")
 
 
 class RecipeIn(BaseModel):

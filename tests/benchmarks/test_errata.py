@@ -26,7 +26,8 @@ DATA = ROOT / "benchmarks" / "data"
 
 
 def _unmodelled(e: Any) -> bool:
-    return e.corrected.get("moe_dispatcher") not in (None, "alltoall") or bool(e.corrected.get("moe_a2a_overlap"))
+    """An erratum whose recipe value the model refuses: a dispatcher no recipe of the row's release pins."""
+    return e.corrected.get("moe_dispatcher") == "unknown"
 
 
 def _entry(**over: Any) -> dict[str, Any]:
@@ -62,15 +63,14 @@ def test_the_corrected_rows_are_read_with_the_recipes_layout_and_the_rest_as_pri
     corrected, applied = read_corrected(path)
     assert {e.id for e in applied} == {e.id for e in load_errata() if e.file == path.name}
     fixed = {e.id: e for e in applied}
-    # A corrected row the model cannot express (a flex dispatcher, the expert all-to-all overlap) is
-    # refused with its reason, as any other row.
+    # A corrected row the model cannot express (a dispatcher no recipe pins) is refused with its reason,
+    # as any other row.
     refused = {row.id: row for row in corrected.refused}
     newly = set(refused) - {row.id for row in read_runs(path).refused}
     assert newly == {e.id for e in applied if _unmodelled(e)} - {row.id for row in read_runs(path).refused}
-    assert len(newly) >= 25  # most published MoE rows ran Megatron's flex dispatcher or its A2A overlap
+    assert len(newly) == 3  # the 25.11 rows of DeepSeek-V3 and Qwen3-235B on NVL72
     for rid in newly:
-        fields = {r.field for r in refused[rid].refusals}
-        assert fields and fields <= {"config.moe_dispatcher", "config.moe_a2a_overlap"}
+        assert {r.field for r in refused[rid].refusals} == {"config.moe_dispatcher"}
     assert len(corrected.runs) == len(printed) - len(newly)
     for run in corrected.runs:
         before = printed[run.id]
@@ -79,7 +79,8 @@ def test_the_corrected_rows_are_read_with_the_recipes_layout_and_the_rest_as_pri
             continue
         e = fixed[run.id]
         c = run.config
-        got = {"micro_batch": c.micro_batch, "vp": c.vp, "pp": c.pp, "dp": c.dp, "tp": c.tp, "cp": c.cp}
+        got = {"micro_batch": c.micro_batch, "vp": c.vp, "pp": c.pp, "dp": c.dp, "tp": c.tp, "cp": c.cp,
+               "moe_dispatcher": c.moe_dispatcher, "moe_a2a_overlap": c.moe_a2a_overlap}
         assert {k: v for k, v in got.items() if k in e.corrected} == {k: v for k, v in e.corrected.items() if k in got}
         # What was measured, the model, the cluster and the run's identity are untouched.
         assert (run.iteration_time_s, run.model, run.cluster, run.source) == (

@@ -60,7 +60,6 @@ NOT_MODELLED = {
     "cluster.nvlink_domain": (72, "cluster topology"),
     "config.expert_dp": (4, "inconsistent record"),  # a dense model
     "config.moe_dispatcher": ("flex", "mixture of experts"),
-    "config.moe_a2a_overlap": (True, "mixture of experts"),
     "config.fsdp": ("torch-fsdp2", "runtime feature"),
     "config.fsdp_shard_size": (8, "inconsistent record"),  # without config.fsdp
     "config.fp8_recipe": ("blockwise (1x128 activations, 128x128 weights)", "precision or FP8 recipe"),

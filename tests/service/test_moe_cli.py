@@ -46,6 +46,9 @@ RUNS: dict[str, dict[str, Any]] = {  # name -> POST /v1/runs body
                  "training": {"global_batch": 64}, "config": {"ep": 8}, "iteration_time_s": 0.4},
     "qwen3": {"model": {"preset": "qwen3-30b-a3b"}, "cluster": {**H100, "nodes": 2}, "training": {"global_batch": 128},
               "config": {"ep": 8, "zero_stage": 1, "recompute": "full"}, "iteration_time_s": 5.0},
+    "flex": {"model": {"preset": "qwen3-30b-a3b"}, "cluster": {**H100, "nodes": 2}, "training": {"global_batch": 128},
+             "config": {"ep": 16, "zero_stage": 1, "moe_dispatcher": "flex-hybridep", "moe_a2a_overlap": True},
+             "iteration_time_s": 4.0},
     "wide-heads": {"model": {"shape": {**BASE, "name": "wide-heads", "head_dim": 128}}, "cluster": H100,
                    "training": {"global_batch": 64}, "config": {"tp": 2}, "iteration_time_s": 0.3},
 }

@@ -12,7 +12,7 @@ import search
 from search import ModelSpec, ParallelConfig, SpecError, TrainingSpec
 from search._moe_spec import MoESpec
 from service.launch._base import LaunchRequest
-from service.launch._megatron import emit_megatron, megatron_args
+from service.launch._megatron import emit_megatron, megatron_args, megatron_args_and_notes
 from service.launch._megatron_checks import arg_values, check_megatron_args
 from service.launch._megatron_flags import megatron_flags
 from tests.service.launch.enumerated import DEEPSEEK_V3, MIXTRAL, QWEN3_30B_A3B, expert_samples
@@ -23,7 +23,7 @@ MOE_FLAGS = ("--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--m
              "--moe-router-load-balancing-type", "--moe-router-force-load-balancing", "--moe-aux-loss-coeff",
              "--moe-expert-capacity-factor", "--moe-router-pre-softmax", "--kv-channels", "--multi-latent-attention",
              "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim",
-             "--mtp-num-layers")
+             "--mtp-num-layers", "--moe-flex-dispatcher-backend", "--overlap-moe-expert-parallel-comm")
 
 
 def _request(model: ModelSpec, nodes: int, config: ParallelConfig, batch: int = 1024) -> LaunchRequest:
@@ -229,3 +229,52 @@ def test_enumerated_expert_configs_emit_valid_args(req: LaunchRequest) -> None:
     v = _emit(req)
     assert v["--expert-model-parallel-size"] == str(req.config.ep)
     assert v["--expert-tensor-parallel-size"] == str(req.config.etp)
+
+
+@pytest.mark.parametrize(("dispatcher", "backend"), [("flex-deepep", "deepep"), ("flex-hybridep", "hybridep")])
+def test_the_flex_dispatcher_and_the_ep_overlap_are_written_as_megatron_spells_them(dispatcher: str,
+                                                                                     backend: str) -> None:
+    """The costed dispatcher is the launched one: --moe-token-dispatcher-type flex with its backend, and
+    --overlap-moe-expert-parallel-comm; both pass the 0.19 rules, with a note that the backend needs
+    the deep_ep package."""
+    config = search.ParallelConfig(dp=8, pp=2, vp=2, ep=8, micro_batch=1, zero_stage=1, moe_dispatcher=dispatcher,
+                                   moe_a2a_overlap=True)
+    req = LaunchRequest(model=search.model_preset("qwen3-30b-a3b"), cluster=search.cluster_preset("dgx-h100", 2),
+                        config=config, training=search.TrainingSpec(256, "fp8"))
+    argv, notes = megatron_args_and_notes(req)
+    check_megatron_args(argv, 16)
+    joined = " ".join(argv)
+    assert f"--moe-token-dispatcher-type flex --moe-router-dtype fp32 --moe-flex-dispatcher-backend {backend}" \
+        in joined and "--overlap-moe-expert-parallel-comm" in argv
+    assert any("deep_ep" in n for n in notes)
+    alltoall = megatron_args(LaunchRequest(model=req.model, cluster=req.cluster, training=req.training,
+                                           config=search.ParallelConfig(dp=8, pp=2, ep=8, micro_batch=1, zero_stage=1)))
+    assert "--moe-token-dispatcher-type alltoall" in " ".join(alltoall)
+    assert "--moe-flex-dispatcher-backend" not in alltoall and "--overlap-moe-expert-parallel-comm" not in alltoall
+
+
+MOE = ["--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "2", "--num-layers", "8",
+       "--micro-batch-size", "1", "--global-batch-size", "8", "--num-attention-heads", "8", "--num-experts", "8",
+       "--expert-model-parallel-size", "4", "--moe-token-dispatcher-type", "flex",
+       "--num-layers-per-virtual-pipeline-stage", "2"]
+
+
+@pytest.mark.parametrize(("replace", "needle"), [
+    ({"--expert-model-parallel-size": "1"}, "expert_model_parallel_size > 1"),
+    ({"--moe-token-dispatcher-type": "allgather"}, "alltoall or flex dispatcher"),
+    ({"--num-layers-per-virtual-pipeline-stage": None}, "interleaved"),
+    ({"--recompute-granularity": "full"}, "full recomputation"),
+    ({"--moe-flex-dispatcher-backend": "nvshmem"}, "deepep, hybridep or ncclep"),
+])
+def test_the_ep_overlap_rules_refuse(replace: dict[str, str | None], needle: str) -> None:
+    argv = [*MOE, "--overlap-moe-expert-parallel-comm"]
+    check_megatron_args(argv, 8)
+    for flag, value in replace.items():
+        if flag in argv:
+            i = argv.index(flag)
+            argv[i:i + 2] = [] if value is None else [flag, value]
+        else:
+            argv += [flag, value] if value is not None else []
+    with pytest.raises(SpecError, match="megatron_args") as err:
+        check_megatron_args(argv, 8)
+    assert needle in str(err.value)

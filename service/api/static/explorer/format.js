@@ -122,6 +122,8 @@ export function layout(c) {
   if (cfg.cp > 1) parts.push(`cp${cfg.cp}`);
   if (cfg.ep > 1) parts.push(`ep${cfg.ep}`);
   if (cfg.etp > 1) parts.push(`etp${cfg.etp}`);
+  if (cfg.moe_dispatcher && cfg.moe_dispatcher !== 'alltoall') parts.push(cfg.moe_dispatcher);
+  if (cfg.moe_a2a_overlap) parts.push('ep-overlap');
   if (cfg.sp) parts.push('sp');
   if (cfg.tp_comm_overlap) parts.push('tp-overlap');
   parts.push(`mb${cfg.micro_batch}`);

@@ -1,0 +1,94 @@
+"""Token dispatch and combine of a mixture-of-experts block with Megatron-Core's flex dispatcher
+(DeepEP or HybridEP), and what ``--overlap-moe-expert-parallel-comm`` leaves exposed.
+
+The alltoall dispatcher (:func:`search._moe_terms.dispatch_forward_s`) permutes one copy of each
+token per routed expert and exchanges them with NCCL's all-to-all: ``T*k*h`` elements per rank and
+direction, whichever ranks the experts sit on. The flex dispatcher's kernels send a token once per
+destination GPU and reduce its expert outputs there before the combine sends them back (DeepEP
+README, "Example use in model training": ``dispatch`` takes the top-k indices and returns the tokens
+each rank receives; ``combine`` is its reverse, with the top-k weights): ``T*h`` elements per
+*distinct* destination GPU. Across NVLink domains the tokens cross the network once per distinct
+destination domain and are forwarded to their GPUs inside it over NVLink (DeepSeek-V3, arXiv:2412.19437
+Sec. 3.2.2: IB to the GPU of the same in-node index on each target node, then NVLink; DeepEP README:
+kernels "optimized for asymmetric-domain bandwidth forwarding"). DeepEP's
+NVLink side spans at most 8 GPUs of one host (``NUM_MAX_NVL_PEERS 8``, ``csrc/kernels/configs.cuh``);
+HybridEP's spans the whole NVLink domain, an NVL72 rack included (Megatron-Core MoE README: "flex +
+hybridep: GB200 NVL72, Multi-Node NVLink"; frameworks_2.md sec. 3.1).
+
+Routing is costed uniform over the experts (the load the force-balanced benchmarks route, and the
+expectation of a balanced learned router); DeepSeek-V3's node-limited routing (at most 4 nodes per
+token) is not: it only lowers the network share further.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+from search._calibration import Calibration
+from search._cluster_spec import ClusterSpec
+from search._collectives import rail_bytes_per_s
+from search._fabric import group_span
+
+FLEX_DISPATCHERS = ("flex-deepep", "flex-hybridep")
+"""Megatron-Core's ``--moe-token-dispatcher-type flex`` with ``--moe-flex-dispatcher-backend deepep``
+or ``hybridep``."""
+MOE_DISPATCHERS = ("alltoall", *FLEX_DISPATCHERS)
+"""Token dispatchers the cost model knows (``ParallelConfig.moe_dispatcher``)."""
+DEEPEP_NVL_PEERS = 8
+"""GPUs one DeepEP NVLink domain holds (``NUM_MAX_NVL_PEERS 8``, DeepEP ``csrc/kernels/configs.cuh``):
+beyond them, or beyond the host, its tokens take RDMA."""
+
+
+def distinct_destinations(experts: int, topk: int, groups: int) -> float:
+    """Expected number of the ``groups`` equal groups of experts (GPUs, or NVLink domains) that one
+    token's ``topk`` distinct experts fall in, routing uniform over ``experts``: ``groups x (1 -
+    C(E - E/groups, k) / C(E, k))`` (the chance a group holds none of the k is the hypergeometric
+    zero term)."""
+    if groups <= 1:
+        return 1.0
+    per_group = experts // groups
+    return groups * (1.0 - comb(experts - per_group, topk) / comb(experts, topk))
+
+
+def flex_dispatch_s(token_bytes: float, tokens: float, experts: int, topk: int, ep: int, stride: int,
+                    backend: str, cluster: ClusterSpec, cal: Calibration) -> float:
+    """One flex dispatch (or combine, the same traffic back) of ``tokens`` tokens of ``token_bytes``
+    each over an ep group of ``ep`` ranks ``stride`` apart: each token goes once to every distinct
+    destination GPU (:func:`distinct_destinations`) other than its own, over NVLink inside the
+    backend's NVLink domain; across domains once per distinct remote domain over the GPU's rail
+    (the rail of the highest fabric tier the group spans), then on over NVLink. The two legs run
+    concurrently: the slower sets the time, plus one collective latency."""
+    if ep <= 1 or tokens <= 0:
+        return 0.0
+    node = cluster.node
+    domain = node.nvlink_domain if backend == "flex-hybridep" else min(node.gpus_per_node, DEEPEP_NVL_PEERS)
+    gpus = distinct_destinations(experts, topk, ep)
+    nvlink_bytes = tokens * token_bytes * gpus * (ep - 1) / ep
+    span = group_span(((ep, stride),), node.gpus_per_node, domain, cluster.fabric)
+    if span.domains <= 1:
+        return cal.collective_latency_s + nvlink_bytes / node.intra_node_bytes_per_s
+    remote = distinct_destinations(experts, topk, span.domains) * (span.domains - 1) / span.domains
+    network_bytes = tokens * token_bytes * remote
+    return cal.collective_latency_s + max(nvlink_bytes / node.intra_node_bytes_per_s,
+                                          network_bytes / rail_bytes_per_s(cluster, span.tier))
+
+
+COMM_SM_SHARE = {"alltoall": 20 / 132, "flex-deepep": 20 / 132, "flex-hybridep": 32 / 148}
+"""Share of the GPU's SMs the exchange kernels hold while they run beside compute: DeepEP 20 of an
+H800's 132 (DeepSeek-V3, arXiv:2412.19437 Sec. 3.2.2, "only 20 SMs are sufficient"), HybridEP 32 of a
+Blackwell GPU's 148 (DeepEP hybrid-ep branch ``HybridEpBuffer`` defaults ``num_sms_dispatch_api=32``,
+``num_sms_combine_api=32``). NCCL's all-to-all has no published figure: costed as DeepEP's."""
+
+
+def overlapped_ep_comm_s(ep_comm_s: float, block_compute_s: float, dispatcher: str = "alltoall") -> float:
+    """Exposed dispatch/combine time per MoE block and micro-batch under Megatron-Core's
+    ``--overlap-moe-expert-parallel-comm``: the forward of one micro-batch and the backward of another
+    run as one merged schedule, each one's all-to-alls on a communication stream behind the other's
+    attention and expert compute (the overlap of DeepSeek-V3's DualPipe, arXiv:2412.19437 Sec. 3.2.1;
+    Megatron-Core's flag and its rules: frameworks_2.md sec. 3.2, ``transformer_config.py:2672-2700``).
+    What the block's compute cannot cover stays exposed.
+    While both run, the exchange holds :data:`COMM_SM_SHARE` of the SMs, so the compute beside it
+    loses that share of the overlapped time. The first forward and last backward of each stage have
+    no partner; with the tens of micro-batches the recipes run they are not costed apart."""
+    hidden = min(ep_comm_s, block_compute_s)
+    return ep_comm_s - hidden + COMM_SM_SHARE[dispatcher] * hidden
