@@ -21,7 +21,15 @@ from search._cluster_spec import ClusterSpec
 from search._errors import SpecError
 from search._evaluator import Evaluator, ProgressFn
 from search._model_spec import ModelSpec
-from search._parallel_spec import BLACKWELL_PRECISIONS, Framework, ParallelConfig, Precision, TrainingSpec
+from search._parallel_spec import (
+    BLACKWELL_PRECISIONS,
+    MOE_DISPATCHERS,
+    Framework,
+    MoEDispatcher,
+    ParallelConfig,
+    Precision,
+    TrainingSpec,
+)
 from search._predict import check_host_safety_factor, predict_memory
 from search._ranking import describe, objective_score, pareto_front, rank
 from search._search_result import SearchResult
@@ -47,7 +55,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
            max_exhaustive: int = DEFAULT_MAX_EXHAUSTIVE, progress: ProgressFn | None = None,
            calibration: Calibration | None = None, min_headroom_bytes: float = 0.0,
            allow_untested: bool = False, allow_tiling: bool = False,
-           host_safety_factor: float = 1.0, grad_reduce_in_bf16: bool = False) -> SearchResult:
+           host_safety_factor: float = 1.0, grad_reduce_in_bf16: bool = False,
+           moe_dispatcher: MoEDispatcher = "alltoall", moe_a2a_overlap: bool = False) -> SearchResult:
     """Rank the configurations of ``model`` on ``cluster`` for ``global_batch`` sequences per step.
 
     ``framework`` is a runtime or ``any``; ``objective`` is ``throughput`` (max tokens/s),
@@ -58,7 +67,10 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     tiling (the model code must use ``deepspeed.zero.TiledLinear``); ``host_safety_factor`` > 1 keeps
     that multiple of the offloaded states' host memory free (1.5: DeepSpeed's estimators);
     ``grad_reduce_in_bf16`` reduces the gradients in bf16 (:attr:`TrainingSpec.grad_reduce_in_bf16`,
-    Megatron-Core only: restricts ``any`` to ``megatron``).
+    Megatron-Core only: restricts ``any`` to ``megatron``); ``moe_dispatcher`` and ``moe_a2a_overlap`` run
+    the flex token dispatcher (its DeepEP or HybridEP backend installed) and the EP all-to-all overlap in
+    every expert-parallel configuration that can (:func:`search._space.moe_exchange_of`; an MoE model,
+    Megatron-Core only).
     Raises :class:`SpecError` on invalid arguments.
     """
     import optuna
@@ -87,10 +99,11 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         framework = _megatron_only(framework, "grad_reduce_in_bf16",
                                    f"is a Megatron-Core option (--grad-reduce-in-bf16), not {framework}'s",
                                    "use framework 'megatron' (or 'any'), or leave it false")
+    framework = check_moe_exchange(model, framework, moe_dispatcher, moe_a2a_overlap)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
     space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
-                            allow_tiling=allow_tiling)
+                            allow_tiling=allow_tiling, moe_exchange=(moe_dispatcher, moe_a2a_overlap))
     ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour, min_headroom_bytes,
                    host_safety_factor, grad_reduce_in_bf16)
     name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
@@ -138,6 +151,26 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         n_valid=space.n_valid, n_feasible=ev.n_feasible, n_evaluated=ev.n_evaluated, exhaustive=exhaustive,
         elapsed_s=elapsed, study_name=name, hints=hints,
     )
+
+
+def check_moe_exchange(model: ModelSpec, framework: FrameworkTarget, moe_dispatcher: str,
+                       moe_a2a_overlap: bool) -> FrameworkTarget:
+    """The runtime a search with this token dispatcher and EP overlap ranks: ``megatron`` when either is
+    asked for (``any`` narrows to it); a :class:`SpecError` naming the field for an unknown dispatcher,
+    a dense model (no token exchange to run) or another runtime."""
+    if moe_dispatcher not in MOE_DISPATCHERS:
+        raise SpecError("moe_dispatcher", f"{moe_dispatcher!r} is not a token dispatcher autopar costs",
+                        f"use one of: {', '.join(MOE_DISPATCHERS)}")
+    if not isinstance(moe_a2a_overlap, bool):
+        raise SpecError("moe_a2a_overlap", f"{moe_a2a_overlap!r} is not a boolean", "use true or false")
+    if moe_dispatcher == "alltoall" and not moe_a2a_overlap:
+        return framework
+    field = "moe_dispatcher" if moe_dispatcher != "alltoall" else "moe_a2a_overlap"
+    if model.moe is None:
+        raise SpecError(field, f"{model.name} has no mixture of experts: there is no token exchange to run",
+                        "leave moe_dispatcher alltoall and moe_a2a_overlap false, or search an MoE model")
+    return _megatron_only(framework, field, f"is a Megatron-Core option, not {framework}'s",
+                          "use framework 'megatron' (or 'any'), or leave it at its default")
 
 
 def _megatron_only(framework: FrameworkTarget, field: str, problem: str, fix: str) -> FrameworkTarget:
@@ -201,4 +234,5 @@ def _hints(ev: Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch: 
     return tuple(hints)
 
 
-__all__ = ["DEFAULT_MAX_EXHAUSTIVE", "OBJECTIVES", "describe", "objective_score", "pareto_front", "search"]
+__all__ = ["DEFAULT_MAX_EXHAUSTIVE", "OBJECTIVES", "check_moe_exchange", "describe", "objective_score",
+           "pareto_front", "search"]

@@ -64,7 +64,7 @@ from typing import Literal, NamedTuple, get_args
 from search._checks import divisors
 from search._errors import SpecError
 from search._model_spec import ModelSpec
-from search._parallel_spec import Framework, Offload, ParallelConfig, Placement, Recompute
+from search._parallel_spec import Framework, MoEDispatcher, Offload, ParallelConfig, Placement, Recompute
 from search._pipeline_layout import Layout, head_layers, pipeline_options
 from search._support import SupportStatus, cached_status, model_entries_for, model_status
 from search._tiling import TILE_COUNTS
@@ -93,6 +93,23 @@ class Candidate:
     """Parallel degrees and memory policies; passes ``check_compatible`` for ``framework``."""
 
 
+MoEExchange = tuple[MoEDispatcher, bool]
+"""(token dispatcher, EP all-to-all overlap) a search asks for (:func:`moe_exchange_of`)."""
+NO_EXCHANGE: MoEExchange = ("alltoall", False)
+
+
+def moe_exchange_of(asked: MoEExchange, pp: int, vp: int, ep: int, etp: int, recompute: str) -> MoEExchange:
+    """The dispatcher and overlap a search asked for, where a configuration can run them (Megatron-Core
+    only: the other runtimes have no expert parallelism): the flex dispatcher with ep > 1 and etp = 1,
+    the overlap with ep > 1, no full recomputation and the interleaved schedule when pipelined
+    (:mod:`search._support`); else the alltoall dispatcher without overlap."""
+    dispatcher, overlap = asked
+    if ep == 1:
+        return NO_EXCHANGE
+    return (dispatcher if etp == 1 else "alltoall",
+            overlap and recompute != "full" and (pp == 1 or vp > 1))
+
+
 Variant = tuple[Framework, Placement, int]
 """(runtime, placement, tiles) of one candidate of a :class:`Block` at one micro-batch."""
 DEFAULT_PLACEMENT: Placement = "tp-cp-ep-dp-pp"
@@ -119,12 +136,15 @@ class Block(NamedTuple):
     recompute: Recompute
     entries: tuple[tuple[int, tuple[Variant, ...]], ...]
     """(micro-batch, its variants in order), the micro-batch ascending."""
+    moe_exchange: MoEExchange = ("alltoall", False)
+    """(moe_dispatcher, moe_a2a_overlap) of the block's configurations (:func:`moe_exchange_of`)."""
 
     def config(self, micro_batch: int, placement: Placement = DEFAULT_PLACEMENT, tiles: int = 1) -> ParallelConfig:
         return ParallelConfig.trusted(self.dp, self.tp, self.pp, self.vp, self.cp, self.sp, micro_batch,
                                       self.zero_stage, self.offload_optimizer, self.offload_param, self.recompute,
                                       tp_comm_overlap=self.tp_comm_overlap, stage_layers=self.stage_layers,
-                                      ep=self.ep, etp=self.etp, placement=placement, tiles=tiles)
+                                      ep=self.ep, etp=self.etp, placement=placement, tiles=tiles,
+                                      moe_dispatcher=self.moe_exchange[0], moe_a2a_overlap=self.moe_exchange[1])
 
     def candidates(self) -> Iterator[Candidate]:
         """The block's candidates in the space's order; runtimes of one micro-batch share one configuration."""
@@ -312,6 +332,7 @@ def enumerate_space(
     *,
     allow_untested: bool = False,
     allow_tiling: bool = False,
+    moe_exchange: MoEExchange = NO_EXCHANGE,
 ) -> Space:
     """Every valid, de-duplicated configuration of ``model`` on ``world_size`` GPUs.
 
@@ -320,7 +341,8 @@ def enumerate_space(
     matrix (:mod:`search._support`) marks ``untested`` are left out unless ``allow_untested``;
     ``refused`` ones always. ``allow_tiling`` adds DeepSpeed ZeRO-3 configurations with
     memory-centric tiling (:data:`search._tiling.TILE_COUNTS`; the model code must use
-    ``TiledLinear``, so it is the caller's choice). Raises :class:`SpecError`
+    ``TiledLinear``, so it is the caller's choice). ``moe_exchange`` is the MoE token dispatcher and
+    EP overlap to run where a configuration can (:func:`moe_exchange_of`). Raises :class:`SpecError`
     for an unknown framework target or a bad argument.
     """
     if not isinstance(model, ModelSpec):
@@ -401,7 +423,8 @@ def enumerate_space(
                                 if entries_n[0]:
                                     n_valid += entries_n[1]
                                     blocks.append(Block(dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt,
-                                                        param, rc, entries_n[0]))
+                                                        param, rc, entries_n[0],
+                                                        moe_exchange_of(moe_exchange, pp, vp, ep, etp, rc)))
 
     n_micro = len(mbs) if mbs is not None else len(divisors(global_batch))
     size = (len(runtimes) * len(world_divisors) ** 3 * len(divisors(model.layers)) * 3 * n_micro

@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from search import ClusterSpec, HardwareProfile, SpecError, apply_profile, staleness
-from search._parallel_spec import FRAMEWORKS, PRECISIONS
+from search._parallel_spec import FRAMEWORKS, MOE_DISPATCHERS, PRECISIONS
 from service._calibrate_cli import CALIBRATION_HELP, cli_calibration
 from service._cli_output import EXIT_CODES_HELP, EXIT_INFEASIBLE, EXIT_OK
 from service._emit_cli import add_emit_arguments, emit
@@ -78,6 +78,12 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--min-headroom", metavar="GiB|PCT%", type=_headroom,
                    help="GPU memory every ranked configuration must leave free: GiB (e.g. 4) or a share of the "
                         "GPU (e.g. 10%%)")
+    p.add_argument("--moe-dispatcher", default="alltoall", choices=MOE_DISPATCHERS,
+                   help="MoE models, Megatron-Core: the token dispatcher every expert-parallel configuration runs "
+                        "(flex-deepep / flex-hybridep need the DeepEP package; default: alltoall)")
+    p.add_argument("--moe-a2a-overlap", action="store_true",
+                   help="MoE models, Megatron-Core: --overlap-moe-expert-parallel-comm wherever a configuration "
+                        "allows it (no full recompute; vp > 1 when pp > 1)")
     p.add_argument("--allow-tiling", action="store_true",
                    help="also rank DeepSpeed ZeRO-3 with memory-centric tiling (the model code must use "
                         "deepspeed.zero.TiledLinear)")
@@ -225,7 +231,8 @@ def run_search(args: argparse.Namespace) -> int:
                           storage=args.storage, study_name=study_name, progress=bar,
                           min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
                           allow_untested=args.allow_untested, calibration=chosen.calibration,
-                          allow_tiling=args.allow_tiling, host_safety_factor=args.host_safety_factor)
+                          allow_tiling=args.allow_tiling, host_safety_factor=args.host_safety_factor,
+                          moe_dispatcher=args.moe_dispatcher, moe_a2a_overlap=args.moe_a2a_overlap)
 
     if args.versus:
         if node_counts is not None and len(node_counts) > 1:
@@ -244,7 +251,8 @@ def run_search(args: argparse.Namespace) -> int:
                     timeout_s=args.timeout, price_per_gpu_hour=args.price_per_gpu_hour, progress=bar,
                     min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
                     allow_untested=args.allow_untested, allow_tiling=args.allow_tiling,
-                    host_safety_factor=args.host_safety_factor)))
+                    host_safety_factor=args.host_safety_factor, moe_dispatcher=args.moe_dispatcher,
+                    moe_a2a_overlap=args.moe_a2a_overlap)))
         if args.json:
             print(json.dumps([versus_row(spec, cluster, r) for spec, cluster, r in answers], indent=2))
         else:

@@ -30,6 +30,7 @@ from search import (
 )
 from search._fabric import NON_BLOCKING, fabric_dict, fabric_from_dict
 from search._predict import check_precision
+from search._search import check_moe_exchange
 from service._calibrations import Chosen, choose
 from service._calibrations import from_stored as stored_calibration
 from service._settings import Settings
@@ -117,6 +118,8 @@ class ResolvedSearch:
                "min_headroom_gib": b.min_headroom_gib, "allow_untested": b.allow_untested,
                "allow_tiling": b.allow_tiling, "host_safety_factor": b.host_safety_factor,
                "calibration": self.calibration.fingerprint(), "autopar_version": autopar_version}
+        if b.moe_dispatcher != "alltoall" or b.moe_a2a_overlap:  # absent when unset: older hashes still match
+            key["moe_exchange"] = f"{b.moe_dispatcher}{'+overlap' if b.moe_a2a_overlap else ''}"
         text = json.dumps(key, sort_keys=True, separators=(",", ":"), allow_nan=False)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -129,6 +132,7 @@ class ResolvedSearch:
                 "timeout_s": b.budget.timeout_s, "price_per_gpu_hour": b.price_per_gpu_hour,
                 "min_headroom_bytes": b.min_headroom_gib * 2**30, "allow_untested": b.allow_untested,
                 "allow_tiling": b.allow_tiling, "host_safety_factor": b.host_safety_factor,
+                "moe_dispatcher": b.moe_dispatcher, "moe_a2a_overlap": b.moe_a2a_overlap,
                 "calibration": self.calibration.calibration}
 
 
@@ -165,6 +169,7 @@ def _specs(body: SearchIn, db: Database) -> tuple[ModelSpec, ClusterSpec]:
                      framework="megatron" if body.framework == "any" else body.framework,
                      grad_reduce_in_bf16=body.training.grad_reduce_in_bf16)
         check_precision(base.gpu, body.training.precision)  # the GPU has the recipe's tensor cores
+        check_moe_exchange(model, body.framework, body.moe_dispatcher, body.moe_a2a_overlap)
     except UnknownPresetError as err:
         kind = "model" if err.kind == "model" else "cluster"  # cluster presets are named after their node
         raise SpecError(f"{kind}.preset", f"unknown {kind} preset {err.name!r}",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from search import ClusterSpec
+from search import ClusterSpec, ParallelConfig
 from service._cli_output import Column, print_table
 
 if TYPE_CHECKING:
@@ -64,7 +64,9 @@ def print_result(result: SearchResult, args: argparse.Namespace) -> None:
     cost = result.objective == "cost"
     moe = any(r.config.ep > 1 or r.config.etp > 1 for r in result.top)
     placed = any(r.config.placement != "tp-cp-ep-dp-pp" for r in result.top)  # Megatron's --use-tp-pp-dp-mapping
-    columns = ["rank", "framework", "dp", "tp", "pp", "vp", "cp", *(["ep", "etp"] * moe), *(["order"] * placed),
+    exchange = any(r.config.moe_dispatcher != "alltoall" or r.config.moe_a2a_overlap for r in result.top)
+    columns = ["rank", "framework", "dp", "tp", "pp", "vp", "cp", *(["ep", "etp"] * moe),
+               *(["token exchange"] * exchange), *(["order"] * placed),
                "sp", "mb", "zero",
                "offload (opt/param)", "recompute", "tokens/s", "MFU", "iteration s", "peak GiB", "bottleneck",
                *(["$/M tokens"] * cost)]
@@ -72,7 +74,7 @@ def print_result(result: SearchResult, args: argparse.Namespace) -> None:
     for r in result.top:
         c, p = r.config, r.prediction
         rows.append([str(r.rank), r.framework, str(c.dp), str(c.tp), str(c.pp), str(c.vp), str(c.cp),
-                     *([str(c.ep), str(c.etp)] * moe), *([c.placement] * placed),
+                     *([str(c.ep), str(c.etp)] * moe), *([_exchange(c)] * exchange), *([c.placement] * placed),
                      ("yes+ovl" if c.tp_comm_overlap else "yes") if c.sp else "-", str(c.micro_batch),
                      str(c.zero_stage),
                      "-" if c.offload_optimizer == c.offload_param == "none" else
@@ -206,3 +208,10 @@ def print_versus(answers: list[tuple[str, ClusterSpec, SearchResult]], args: arg
                 rows, wide=args.wide)
     if any(result.best is None for _, _, result in answers):
         print("NO FEASIBLE CONFIGURATION on some clusters: search each alone for the hints")
+
+
+def _exchange(c: ParallelConfig) -> str:
+    """The MoE token dispatcher and EP overlap of one row: "flex-hybridep+ovl", "alltoall", "-" without ep."""
+    if c.ep == 1:
+        return "-"
+    return f"{c.moe_dispatcher}{'+ovl' if c.moe_a2a_overlap else ''}"

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from search._parallel_spec import MoEDispatcher
 from search._search import Objective
 from service.request._schemas import ClusterIn, FrameworkTarget, ModelIn, TrainingIn
 
@@ -65,6 +66,12 @@ class SearchIn(_In):
     host_safety_factor: float = Field(default=1.0, ge=1.0, le=4.0, allow_inf_nan=False,
                                       description="Keep this multiple of the offloaded states' host memory free: 1 "
                                       "requires what the runtime allocates, 1.5 DeepSpeed's estimator margin.")
+    moe_dispatcher: MoEDispatcher = Field(default="alltoall", description="MoE models, Megatron-Core: the token "
+                                          "dispatcher every expert-parallel configuration runs where it can "
+                                          "(flex-deepep / flex-hybridep need the DeepEP package installed).")
+    moe_a2a_overlap: bool = Field(default=False, description="MoE models, Megatron-Core: run "
+                                  "--overlap-moe-expert-parallel-comm wherever a configuration allows it (ep > 1, "
+                                  "no full recompute, vp > 1 when pp > 1).")
     calibration_id: str | None = Field(default=None, min_length=1, max_length=32,
                                        description="The cost model's constants: a stored calibration (GET "
                                        "/v1/calibrations) or 'published'; default: the cluster's (or profile's) "

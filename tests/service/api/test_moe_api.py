@@ -194,3 +194,25 @@ def test_a_dense_preset_still_has_all_its_parameters_active(client: TestClient) 
     llama = model_preset("llama3-70b")
     assert data["llama3-70b"]["active_params"] == data["llama3-70b"]["params"] == llama.params
     assert data["llama3-70b"]["shape"]["moe"] is None and data["llama3-70b"]["shape"]["head_dim"] == 128
+
+
+def test_a_search_asks_for_the_flex_dispatcher_and_the_ep_overlap_and_its_worker_runs_them(
+        client: TestClient, auth: dict[str, str], app_db: Database) -> None:
+    """moe_dispatcher and moe_a2a_overlap reach the worker's search; they make another search (another
+    request hash) than the plain one; on a dense model or another runtime they are a 422 naming the field."""
+    posted = {"model": {"shape": SHAPE}, "cluster": CLUSTER, "training": {"global_batch": 64}, "top": 2,
+              "framework": "megatron", "moe_dispatcher": "flex-hybridep", "moe_a2a_overlap": True}
+    r = client.post("/v1/searches", headers=auth, json=posted)
+    plain = client.post("/v1/searches", headers=auth, json={k: v for k, v in posted.items()
+                                                             if not k.startswith("moe_")})
+    assert r.status_code == plain.status_code == 202, r.text
+    assert r.json()["id"] != plain.json()["id"]
+    with app_db.session() as s:
+        row = s.execute(select(Search).where(Search.id == r.json()["id"])).scalar_one()
+        kwargs = from_stored(row.request, app_db).search_kwargs()
+    assert (kwargs["moe_dispatcher"], kwargs["moe_a2a_overlap"]) == ("flex-hybridep", True)
+    dense = {**posted, "model": {"preset": "llama3-8b"}}
+    for body, field in ((dense, "moe_dispatcher"), ({**posted, "framework": "deepspeed"}, "moe_dispatcher"),
+                        ({**posted, "moe_dispatcher": "flex"}, "moe_dispatcher")):
+        bad = client.post("/v1/searches", headers=auth, json=body)
+        assert (bad.status_code, fields(bad)) == (422, [field]), bad.text
