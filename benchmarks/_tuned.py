@@ -46,10 +46,10 @@ def pipeline_options(run: CalibrationRun) -> list[tuple[int, tuple[int, ...] | N
     """(vp, per-rank layers) pairs the run's runtime can express for its pp, as the search lists
     them (``search._pipeline_layout.pipeline_options``, untested forms such as BLOOM's partition included):
     a source that says its pipeline is uneven but not how ran one of these."""
-    from search._pipeline_layout import head_layers, pipeline_options
+    from search._pipeline_layout import last_stage_extra_layers, pipeline_options
 
     m, c = run.model, run.config
-    head_w = round(head_layers(m.vocab, m.hidden, m.params_per_layer, m.seq_len), 3)
+    head_w = round(last_stage_extra_layers(m), 3)
     options = pipeline_options((run.training.framework,), m.layers, c.pp, head_w, True)
     vp_known = "vp" not in run.unknown
     return [(vp, layout) for vp, layout, _rts in options if not vp_known or vp == c.vp]

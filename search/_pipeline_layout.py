@@ -23,6 +23,7 @@ from functools import cache, partial
 
 from search._checks import divisors
 from search._errors import SpecError
+from search._model_spec import ModelSpec
 from search._parallel_spec import FRAMEWORKS, Framework
 
 Layout = tuple[int, ...]
@@ -197,6 +198,19 @@ def head_layers(vocab: int, hidden: int, params_per_layer: int, seq_len: int) ->
     """The output layer + loss in layers of work: its GEMM ``2 s h V`` against a layer's
     ``2 s P_layer + 2 s^2 h`` (causal attention counted half) forward FLOPs."""
     return hidden * vocab / (params_per_layer + seq_len * hidden)
+
+
+def last_stage_extra_layers(model: ModelSpec) -> float:
+    """What the last pipeline rank carries besides its transformer layers, in layers of work: the
+    output layer + loss (:func:`head_layers`, a layer's work counted by the parameters a token passes:
+    with experts, the dense parts and ``topk`` routed experts of an MoE layer), and each
+    multi-token-prediction module, one more layer and one more output-layer pass (DeepSeek-V3,
+    arXiv:2412.19437 Sec. 2.2; Megatron-Core builds them on the last stage)."""
+    moe = model.moe
+    per_layer = model.params_per_layer if moe is None else (
+        model.moe_layer_dense_params + moe.topk * model.mlp_matrices * model.hidden * moe.expert_ffn)
+    head = head_layers(model.vocab, model.hidden, per_layer, model.seq_len)
+    return head + model.mtp_layers * (1.0 + head)
 
 
 

@@ -65,7 +65,7 @@ from search._checks import divisors
 from search._errors import SpecError
 from search._model_spec import ModelSpec
 from search._parallel_spec import Framework, MoEDispatcher, Offload, ParallelConfig, Placement, Recompute
-from search._pipeline_layout import Layout, head_layers, pipeline_options
+from search._pipeline_layout import Layout, last_stage_extra_layers, pipeline_options
 from search._support import SupportStatus, cached_status, model_entries_for, model_status
 from search._tiling import TILE_COUNTS
 
@@ -357,7 +357,7 @@ def enumerate_space(
     flash = model.attention == "flash"
     tps = [t for t in world_divisors if _tp_divides(model, t)]
     pps = [p for p in world_divisors if p <= model.layers + 2]  # the embedding and head can fill a stage
-    head_w = round(head_layers(model.vocab, model.hidden, model.params_per_layer, model.seq_len), 3)
+    head_w = round(last_stage_extra_layers(model), 3)
     cps = [c for c in world_divisors if c == 1 or (flash and model.seq_len % (2 * c) == 0)]
     recomputes = _FLASH_RECOMPUTES if flash else _RECOMPUTES
 

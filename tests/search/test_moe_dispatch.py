@@ -145,9 +145,9 @@ def test_the_published_moe_runs_are_read_with_the_dispatcher_their_recipe_ran() 
         t = predict_tuned(run).prediction.iteration_time_s
         errors.setdefault(run.model.name, []).append(abs(t - run.iteration_time_s) / run.iteration_time_s)
     mape = {name: statistics.fmean(v) for name, v in errors.items()}
-    # Measured 2026-12-01 (docs/cost-model.md): DeepSeek-V3 32.5 %, Qwen3-235B 22.2 %, Qwen3-30B 20.1 %;
+    # Measured 2026-12-01 (docs/cost-model.md): DeepSeek-V3 30.7 %, Qwen3-235B 22.2 %, Qwen3-30B 20.1 %;
     # the issue's bar is 15 % each (not met: the containers' CUDA graphs and kernels are not modelled).
-    assert mape["DeepSeek-V3 671B"] < 0.34 and mape["Qwen3-235B-A22B"] < 0.24 and mape["Qwen3-30B-A3B"] < 0.22
+    assert mape["DeepSeek-V3 671B"] < 0.32 and mape["Qwen3-235B-A22B"] < 0.24 and mape["Qwen3-30B-A3B"] < 0.22
 
 
 def test_a_search_runs_the_asked_exchange_wherever_a_configuration_can_and_its_best_is_the_brute_forces() -> None:

@@ -98,3 +98,25 @@ def test_search_finds_uneven_layouts_where_pp_does_not_divide_the_layers() -> No
     result = search(model, cluster_preset("dgx-h100", 1), 64, framework="megatron", top_k=50)
     uneven = [r for r in result.top if r.config.pp > 1 and r.config.stage_layers is not None]
     assert uneven and all(sum(r.config.stage_layers or ()) == 30 for r in uneven)
+
+
+def test_the_last_rank_carries_the_head_and_mtp_weighed_by_the_work_a_token_does() -> None:
+    """A dense model's head weighs as before; an MoE model's against the parameters a token passes
+    (dense parts and top-k experts, not all of them); each MTP module adds one layer and one more head
+    pass. DeepSeek-V3's 61 layers on 4 ranks leave the MTP rank 12 layers, not 16."""
+    from search import model_preset
+    from search._pipeline_layout import balanced, head_layers, last_stage_extra_layers
+
+    llama = model_preset("llama3-70b")
+    assert last_stage_extra_layers(llama) == head_layers(llama.vocab, llama.hidden, llama.params_per_layer,
+                                                         llama.seq_len)
+    qwen = model_preset("qwen3-30b-a3b")
+    assert qwen.moe is not None and qwen.mtp_layers == 0
+    active = qwen.moe_layer_dense_params + qwen.moe.topk * qwen.mlp_matrices * qwen.hidden * qwen.moe.expert_ffn
+    per_token = active + qwen.seq_len * qwen.hidden
+    assert last_stage_extra_layers(qwen) == pytest.approx(qwen.hidden * qwen.vocab / per_token)
+    ds = model_preset("deepseek-v3")
+    head = last_stage_extra_layers(dataclasses.replace(ds, mtp_layers=0))
+    extra = last_stage_extra_layers(ds)
+    assert extra == pytest.approx(head + 1 + head) and 1.4 < head < 1.6  # one MTP module: a layer and a head
+    assert balanced(ds.layers, 4, extra) == (17, 16, 16, 12)
