@@ -33,7 +33,7 @@ function fields(c) {
     ['DP', cfg.dp], ['TP', cfg.tp], ['PP', cfg.pp], ['VP', cfg.vp], ['CP', cfg.cp],
     ['EP', cfg.ep ?? 1], ['ETP', cfg.etp ?? 1],
     ['MoE dispatcher', cfg.moe_dispatcher ?? 'alltoall'],
-    ['EP all-to-all overlap', cfg.moe_a2a_overlap ? 'on' : 'off'],
+    ['Expert all-to-all overlap', cfg.moe_a2a_overlap ? 'on' : 'off'],
     ['Sequence parallel', cfg.sp ? 'on' : 'off'],
     ['TP comm overlap', cfg.tp_comm_overlap ? 'on' : 'off'],
     ['Micro-batch', cfg.micro_batch],

@@ -163,6 +163,8 @@ export class SearchForm {
       body.host_safety_factor = num($('host-safety-factor').value);
     }
     if ($('allow-tiling').checked) body.allow_tiling = true;
+    if ($('moe-dispatcher').value !== 'alltoall') body.moe_dispatcher = $('moe-dispatcher').value;
+    if ($('moe-a2a-overlap').checked) body.moe_a2a_overlap = true;
     if ($('grad-reduce-in-bf16').checked) body.training.grad_reduce_in_bf16 = true;
     return body;
   }
@@ -206,6 +208,8 @@ export class SearchForm {
     $('calibration-id').value = request.calibration_id ?? '';
     $('host-safety-factor').value = request.host_safety_factor ?? 1;
     $('allow-tiling').checked = Boolean(request.allow_tiling);
+    setSelect($('moe-dispatcher'), request.moe_dispatcher ?? 'alltoall');
+    $('moe-a2a-overlap').checked = Boolean(request.moe_a2a_overlap);
     this.showPrice();
     this.describeModel();
     this.describeCluster();

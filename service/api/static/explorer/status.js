@@ -25,6 +25,14 @@ export function renderPending(id) {
   $('status-notes').replaceChildren();
 }
 
+/** The MoE token exchange a search asked for, when it is not Megatron's default: " · flex-hybridep + EP overlap". */
+function exchange(req) {
+  const parts = [];
+  if (req.moe_dispatcher && req.moe_dispatcher !== 'alltoall') parts.push(req.moe_dispatcher);
+  if (req.moe_a2a_overlap) parts.push('EP overlap');
+  return parts.length ? ` · ${parts.join(' + ')}` : '';
+}
+
 export function renderStatus(search) {
   statusMode(true);
   const req = search.request;
@@ -34,7 +42,7 @@ export function renderStatus(search) {
   const created = new Date(search.timings.created_at);
   $('status-sub').textContent = `Search ${search.id} · batch ${fmt.count(req.training.global_batch)} `
     + `${req.training.precision}${req.training.grad_reduce_in_bf16 ? ' (gradients reduced in bf16)' : ''} `
-    + `· ${req.framework} · ${req.objective} · created ${created.toLocaleString()}`;
+    + `· ${req.framework}${exchange(req)} · ${req.objective} · created ${created.toLocaleString()}`;
   const badge = $('status-badge');
   badge.textContent = search.status;
   badge.className = `badge badge-${search.status}`;
