@@ -22,6 +22,7 @@ token) is not: it only lowers the network share further.
 
 from __future__ import annotations
 
+import math
 from math import comb
 
 from search._calibration import Calibration
@@ -29,11 +30,6 @@ from search._cluster_spec import ClusterSpec
 from search._collectives import rail_bytes_per_s
 from search._fabric import group_span
 
-FLEX_DISPATCHERS = ("flex-deepep", "flex-hybridep")
-"""Megatron-Core's ``--moe-token-dispatcher-type flex`` with ``--moe-flex-dispatcher-backend deepep``
-or ``hybridep``."""
-MOE_DISPATCHERS = ("alltoall", *FLEX_DISPATCHERS)
-"""Token dispatchers the cost model knows (``ParallelConfig.moe_dispatcher``)."""
 DEEPEP_NVL_PEERS = 8
 """GPUs one DeepEP NVLink domain holds (``NUM_MAX_NVL_PEERS 8``, DeepEP ``csrc/kernels/configs.cuh``):
 beyond them, or beyond the host, its tokens take RDMA."""
@@ -56,8 +52,10 @@ def flex_dispatch_s(token_bytes: float, tokens: float, experts: int, topk: int, 
     each over an ep group of ``ep`` ranks ``stride`` apart: each token goes once to every distinct
     destination GPU (:func:`distinct_destinations`) other than its own, over NVLink inside the
     backend's NVLink domain; across domains once per distinct remote domain over the GPU's rail
-    (the rail of the highest fabric tier the group spans), then on over NVLink. The two legs run
-    concurrently: the slower sets the time, plus one collective latency."""
+    (at the leaf's rate to domains under the same leaf, at the highest tier's to the others), then on
+    over NVLink. The two legs run concurrently: the slower sets the time, plus one collective latency.
+    Domains are counted equal; the last, partly filled domain of an uneven split (an NVL72 rack of an
+    ep group of 256: 72/72/72/40) is costed as a full one."""
     if ep <= 1 or tokens <= 0:
         return 0.0
     node = cluster.node
@@ -69,8 +67,13 @@ def flex_dispatch_s(token_bytes: float, tokens: float, experts: int, topk: int, 
         return cal.collective_latency_s + nvlink_bytes / node.intra_node_bytes_per_s
     remote = distinct_destinations(experts, topk, span.domains) * (span.domains - 1) / span.domains
     network_bytes = tokens * token_bytes * remote
-    return cal.collective_latency_s + max(nvlink_bytes / node.intra_node_bytes_per_s,
-                                          network_bytes / rail_bytes_per_s(cluster, span.tier))
+    # The remote domains under rank 0's leaf take the rail at the leaf's rate, the others at the highest
+    # tier's; they share the one NIC, so their times add (as search._collectives.all_to_all_group_s).
+    per_domain = span.size / span.domains
+    near = (min(span.domains, math.ceil(span.leaf_members / per_domain)) - 1) / (span.domains - 1)
+    network_s = network_bytes * (near / rail_bytes_per_s(cluster, 0)
+                                 + (1.0 - near) / rail_bytes_per_s(cluster, span.tier))
+    return cal.collective_latency_s + max(nvlink_bytes / node.intra_node_bytes_per_s, network_s)
 
 
 COMM_SM_SHARE = {"alltoall": 20 / 132, "flex-deepep": 20 / 132, "flex-hybridep": 32 / 148}

@@ -142,20 +142,31 @@ MOE_DISPATCH_WARNING = (
 """Said on every alltoall mixture-of-experts prediction with expert parallelism: what its all-to-all term assumes."""
 MOE_FLEX_WARNING = (
     "token exchange costed as traffic at link rate (the flex dispatcher: one copy per destination GPU; the EP "
-    "overlap: hidden behind the block's compute); the kernels' own rate, the SMs they take and the CUDA graphs "
-    "the recipes capture with them are not modelled, and NVIDIA's published runs with them are predicted "
-    "within the MoE error band only (docs/cost-model.md, Known limits)"
+    "overlap: hidden behind the block's compute, less the SMs its kernels hold at DeepEP's and HybridEP's "
+    "default counts); the kernels' own rate and the CUDA graphs the recipes capture with them are not "
+    "modelled, and NVIDIA's published runs with them are predicted within the MoE error band only "
+    "(docs/cost-model.md, Known limits)"
+)
+MOE_DEEPEP_NVL_WARNING = (
+    "flex-deepep on a multi-node NVLink domain: DeepEP's NVLink side is one host's GPUs (its default), so the "
+    "rest of the ep group is costed over the network; HybridEP (flex-hybridep) spans the whole NVLink domain"
 )
 """Said on every prediction with the flex dispatcher or the EP overlap: how its exchange is costed."""
 
 
-def moe_warnings(model: ModelSpec, ep: int, dispatcher: str = "alltoall", overlap: bool = False) -> tuple[str, ...]:
+def moe_warnings(model: ModelSpec, ep: int, dispatcher: str = "alltoall", overlap: bool = False,
+                 cluster: ClusterSpec | None = None) -> tuple[str, ...]:
     """What the token exchange of an MoE model whose experts are spread (ep > 1) assumes:
     :data:`MOE_DISPATCH_WARNING` for the exposed alltoall dispatcher, :data:`MOE_FLEX_WARNING` for the
-    flex dispatcher or the EP overlap; none otherwise."""
+    flex dispatcher or the EP overlap, and :data:`MOE_DEEPEP_NVL_WARNING` for DeepEP where the NVLink
+    domain is larger than a node (an NVL72 rack); none otherwise."""
     if model.moe is None or ep == 1:
         return ()
-    return (MOE_DISPATCH_WARNING,) if dispatcher == "alltoall" and not overlap else (MOE_FLEX_WARNING,)
+    if dispatcher == "alltoall" and not overlap:
+        return (MOE_DISPATCH_WARNING,)
+    node = cluster.node if cluster is not None else None
+    mnnvl = node is not None and node.nvlink_domain > node.gpus_per_node
+    return (MOE_FLEX_WARNING, *((MOE_DEEPEP_NVL_WARNING,) if dispatcher == "flex-deepep" and mnnvl else ()))
 
 
 def dispatch_forward_s(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, ep: int, etp: int,

@@ -26,12 +26,15 @@ NVFP4 need compute capability 10.x) and only Megatron-Core emits (``--fp8-recipe
 ``--fp4-format e2m1 --fp4-recipe nvfp4``)."""
 FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
-MOE_DISPATCHERS: tuple[MoEDispatcher, ...] = get_args(MoEDispatcher)
-"""Megatron-Core token dispatchers with expert parallelism: ``alltoall``, and ``flex`` with the DeepEP
-or HybridEP backend (``--moe-token-dispatcher-type``, ``--moe-flex-dispatcher-backend``)."""
 """Orders in which the parallel groups are laid onto consecutive ranks, innermost first:
 Megatron-Core's default ``tp-cp-ep-dp-pp`` and ``tp-cp-ep-pp-dp`` (``--use-tp-pp-dp-mapping``,
 megatron/training/arguments.py; parallel_state.initialize_model_parallel ``order``)."""
+MOE_DISPATCHERS: tuple[MoEDispatcher, ...] = get_args(MoEDispatcher)
+"""Megatron-Core token dispatchers with expert parallelism: ``alltoall``, and ``flex`` with the DeepEP
+or HybridEP backend (``--moe-token-dispatcher-type``, ``--moe-flex-dispatcher-backend``)."""
+MAX_MTP_WITH_EP_OVERLAP = 1
+"""``--overlap-moe-expert-parallel-comm`` takes at most one multi-token-prediction layer
+(megatron-core 0.19 ``transformer_config.py``, beside the overlap's other rules)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +315,11 @@ def _check_experts(model: ModelSpec, c: ParallelConfig) -> None:
                             f"ep={c.ep}, etp={c.etp} on {model.name}, which has no experts",
                             "set ep=1 and etp=1, or describe the model's mixture of experts (ModelSpec.moe)")
         return
+    if c.moe_a2a_overlap and model.mtp_layers > MAX_MTP_WITH_EP_OVERLAP:
+        raise SpecError("ParallelConfig.moe_a2a_overlap", f"{model.name} has {model.mtp_layers} multi-token-prediction "
+                        f"layers: megatron-core overlaps the expert all-to-all with at most "
+                        f"{MAX_MTP_WITH_EP_OVERLAP} (transformer_config.py)",
+                        "set moe_a2a_overlap=false, or use one MTP layer")
     if model.moe.experts % c.ep:
         raise SpecError("ParallelConfig.ep", f"{c.ep} does not divide experts={model.moe.experts}",
                         f"use an ep that divides {model.moe.experts} ({_hint(model.moe.experts)})")

@@ -471,7 +471,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         reasons=mem.reasons,
         warnings=comm.warnings + support_warnings(training.framework, c)
         + model_support_warnings(training.framework, model)
-        + moe_warnings(model, c.ep, c.moe_dispatcher, c.moe_a2a_overlap),
+        + moe_warnings(model, c.ep, c.moe_dispatcher, c.moe_a2a_overlap, cluster),
         stage_layers=counts,
         stage_times_s=stage_s,
         stage_peak_memory_bytes=tuple(b.total for b in stage_breakdowns(model, c, training, m, cal).values()),

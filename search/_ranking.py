@@ -66,15 +66,15 @@ def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int, int]:
     (untested on its runtime; offloads to CPU or NVMe: their predictions rest on host-side
     figures a measured profile should replace and on few published runs; parallel dimensions in
     use beyond data parallelism: tp, pp, vp, cp, ep, etp; other departures from the runtime's defaults:
-    ZeRO-2/3, recomputation, TP overlap, memory-centric tiling, a non-default placement, the flex MoE
-    dispatcher, the EP overlap). Lower is
+    ZeRO-2/3, recomputation, TP overlap, memory-centric tiling, a non-default placement; not the MoE token
+    dispatcher and EP overlap, which a search asks for as a whole and runs wherever it can). Lower is
     simpler; among configurations the model cannot tell apart, the simpler ranks first."""
     untested = int(support_status(framework, c) == "untested")
     offloads = (c.offload_optimizer != "none") + (c.offload_param != "none")
     dims = sum((c.tp > 1, c.pp > 1, c.vp > 1, c.cp > 1, c.ep > 1, c.etp > 1))
     departures = sum((c.zero_stage >= 2, c.recompute != "none", c.tp_comm_overlap, c.tiles > 1,
                       c.placement != "tp-cp-ep-dp-pp", c.optimizer_offload_fraction < 1, c.recompute_layers is not None,
-                      c.activation_offload_layers > 0, c.moe_dispatcher != "alltoall", c.moe_a2a_overlap))
+                      c.activation_offload_layers > 0))
     return untested, offloads, dims, departures
 
 

@@ -23,6 +23,7 @@ from search._evaluator import Evaluator, ProgressFn
 from search._model_spec import ModelSpec
 from search._parallel_spec import (
     BLACKWELL_PRECISIONS,
+    MAX_MTP_WITH_EP_OVERLAP,
     MOE_DISPATCHERS,
     Framework,
     MoEDispatcher,
@@ -169,6 +170,10 @@ def check_moe_exchange(model: ModelSpec, framework: FrameworkTarget, moe_dispatc
     if model.moe is None:
         raise SpecError(field, f"{model.name} has no mixture of experts: there is no token exchange to run",
                         "leave moe_dispatcher alltoall and moe_a2a_overlap false, or search an MoE model")
+    if moe_a2a_overlap and model.mtp_layers > MAX_MTP_WITH_EP_OVERLAP:
+        raise SpecError("moe_a2a_overlap", f"{model.name} has {model.mtp_layers} multi-token-prediction layers: "
+                        f"megatron-core overlaps the expert all-to-all with at most {MAX_MTP_WITH_EP_OVERLAP}",
+                        "leave moe_a2a_overlap false for this model")
     return _megatron_only(framework, field, f"is a Megatron-Core option, not {framework}'s",
                           "use framework 'megatron' (or 'any'), or leave it at its default")
 

@@ -102,7 +102,8 @@ def moe_exchange_of(asked: MoEExchange, pp: int, vp: int, ep: int, etp: int, rec
     """The dispatcher and overlap a search asked for, where a configuration can run them (Megatron-Core
     only: the other runtimes have no expert parallelism): the flex dispatcher with ep > 1 and etp = 1,
     the overlap with ep > 1, no full recomputation and the interleaved schedule when pipelined
-    (:mod:`search._support`); else the alltoall dispatcher without overlap."""
+    (:mod:`search._support`; the model's own rule, at most one MTP layer, is checked when the search
+    is asked: :func:`search._search.check_moe_exchange`); else the alltoall dispatcher without overlap."""
     dispatcher, overlap = asked
     if ep == 1:
         return NO_EXCHANGE

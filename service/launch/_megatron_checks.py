@@ -196,10 +196,11 @@ def _check_experts(v: dict[str, str | None], world_size: int, tp: int, pp: int, 
     if backend not in ("deepep", "hybridep", "ncclep"):
         raise SpecError(_FIELD, f"--moe-flex-dispatcher-backend {backend!r} is not deepep, hybridep or ncclep",
                         "give one of them")
-    if dispatcher == "flex" and "--moe-pad-expert-input-to-capacity" in v:
-        raise SpecError(_FIELD, "the flex token dispatcher does not support moe_pad_expert_input_to_capacity",
-                        "drop --moe-pad-expert-input-to-capacity, or use the alltoall dispatcher")
-    _check_ep_overlap(v, ep, pp, dispatcher)
+    if dispatcher == "flex" and backend == "deepep" and "--moe-pad-expert-input-to-capacity" in v:
+        raise SpecError(_FIELD, "the flex token dispatcher's DeepEP backend does not support "
+                        "moe_pad_expert_input_to_capacity (transformer_config.py:1600-1607)",
+                        "drop --moe-pad-expert-input-to-capacity, or use another dispatcher or backend")
+    _check_ep_overlap(v, ep, pp, dispatcher, layers)
     capacity = float_value(v, "--moe-expert-capacity-factor", _FIELD)
     if capacity is not None and capacity >= 0 and balancing not in _DROPPING_BALANCING:
         raise SpecError(_FIELD, "moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, "
@@ -218,14 +219,30 @@ def _check_experts(v: dict[str, str | None], world_size: int, tp: int, pp: int, 
         _moe_layer_pattern(v, layers)
 
 
-_VP_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
-             "--pipeline-model-parallel-layout")
+def _virtual_stages(v: dict[str, str | None], pp: int, layers: int | None) -> int:
+    """The virtual stages per pipeline rank the flags give, as validate_args derives them (1 when no
+    flag gives more: Megatron then sets it to None, the non-interleaved schedule)."""
+    given = int_value(v, "--num-virtual-stages-per-pipeline-rank", None)
+    if given is not None:
+        return given
+    per_stage = int_value(v, "--num-layers-per-virtual-pipeline-stage", None)
+    if per_stage and layers is not None and pp:
+        return max(1, layers // pp // per_stage)
+    if "--pipeline-model-parallel-layout" in v:
+        layout = _without_mtp(str(v["--pipeline-model-parallel-layout"]), pp, int_value(v, "--mtp-num-layers", 0) or 0)
+        try:
+            return megatron_layout(layout, pp)[1]
+        except SpecError:
+            return 1  # the split check names what is wrong with it
+    return 1
 
 
-def _check_ep_overlap(v: dict[str, str | None], ep: int, pp: int, dispatcher: str) -> None:
-    """``--overlap-moe-expert-parallel-comm``'s rules (megatron-core 0.19 ``transformer_config.py:2672-2700``,
+def _check_ep_overlap(v: dict[str, str | None], ep: int, pp: int, dispatcher: str, layers: int | None) -> None:
+    """``--overlap-moe-expert-parallel-comm``'s rules (megatron-core 0.19 ``transformer_config.py:2672-2713``,
     frameworks_2.md sec. 3.2): expert parallelism, the alltoall or flex dispatcher, no full
-    recomputation, and the interleaved schedule when pipelined."""
+    recomputation (nor ``moe`` among the recomputed modules, nor a recompute method or layer count),
+    not with ``--moe-shared-expert-overlap``, at most one MTP layer, and the interleaved schedule (vp > 1)
+    when pipelined."""
     if "--overlap-moe-expert-parallel-comm" not in v:
         return
     if ep <= 1:
@@ -234,10 +251,19 @@ def _check_ep_overlap(v: dict[str, str | None], ep: int, pp: int, dispatcher: st
     if dispatcher not in ("alltoall", "flex"):
         raise SpecError(_FIELD, f"overlap_moe_expert_parallel_comm needs the alltoall or flex dispatcher, not "
                         f"{dispatcher!r}", "give --moe-token-dispatcher-type alltoall or flex")
-    if v.get("--recompute-granularity") == "full":
+    if v.get("--recompute-granularity") == "full" or {"--recompute-method", "--recompute-num-layers"} & v.keys():
         raise SpecError(_FIELD, "overlap_moe_expert_parallel_comm does not work with full recomputation",
                         "use selective recomputation or none, or drop the overlap")
-    if pp > 1 and not any(flag in v for flag in _VP_FLAGS):
+    if "moe" in str(v.get("--recompute-modules") or "").split():
+        raise SpecError(_FIELD, "overlap_moe_expert_parallel_comm does not work with 'moe' in --recompute-modules",
+                        "recompute other modules, or drop the overlap")
+    if "--moe-shared-expert-overlap" in v:
+        raise SpecError(_FIELD, "overlap_moe_expert_parallel_comm does not work with --moe-shared-expert-overlap",
+                        "drop one of them")
+    if (int_value(v, "--mtp-num-layers", 0) or 0) > 1:
+        raise SpecError(_FIELD, "overlap_moe_expert_parallel_comm takes at most one MTP layer (--mtp-num-layers)",
+                        "give --mtp-num-layers 1, or drop the overlap")
+    if pp > 1 and _virtual_stages(v, pp, layers) <= 1:
         raise SpecError(_FIELD, "overlap_moe_expert_parallel_comm with pipeline parallelism needs the interleaved "
                         "schedule (virtual pipeline stages)", "give virtual stages, or drop the overlap")
 

@@ -130,6 +130,19 @@ def _attention(a: dict[str, Value]) -> str:
         not backend and a.get("transformer_impl") == "transformer_engine") else "standard"
 
 
+def _dispatcher(a: dict[str, Value], ep: int) -> str:
+    """The MoE token dispatcher as ``ParallelConfig.moe_dispatcher`` names it: ``flex-<backend>`` for
+    ``--moe-token-dispatcher-type flex`` (backend deepep unless given; the deprecated
+    ``--moe-enable-deepep`` is flex + deepep), ``alltoall``, or with expert parallelism any other name
+    as printed (``allgather``, ``flex-ncclep``), which the run's config then refuses naming the field."""
+    kind = str(a.get("moe_token_dispatcher_type") or "allgather")
+    if a.get("moe_enable_deepep") is True:
+        return "flex-deepep"
+    if kind == "flex":
+        return f"flex-{a.get('moe_flex_dispatcher_backend') or 'deepep'}"
+    return kind if ep > 1 else "alltoall"  # without expert parallelism no token crosses a GPU
+
+
 def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
     """ParsedLog fields from Megatron's argument names (None where the dump lacks them)."""
     a = {key: value for key, (value, _) in args.items()}
@@ -158,6 +171,8 @@ def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
         "etp": positive_int(a.get("expert_tensor_parallel_size")) or (tp if experts else 1),
         "sp": a.get("sequence_parallel") is True,
         "tp_comm_overlap": a.get("tp_comm_overlap") is True,
+        "moe_dispatcher": _dispatcher(a, positive_int(a.get("expert_model_parallel_size")) or 1),
+        "moe_a2a_overlap": a.get("overlap_moe_expert_parallel_comm") is True,
         "placement": "tp-cp-ep-pp-dp" if a.get("use_tp_pp_dp_mapping") is True else "tp-cp-ep-dp-pp",
         "global_batch": positive_int(a.get("global_batch_size")),
         "micro_batch": positive_int(a.get("micro_batch_size")),

@@ -93,6 +93,10 @@ class ParsedLog:
     etp: int | None = None
     sp: bool | None = None
     tp_comm_overlap: bool | None = None
+    moe_dispatcher: str | None = None
+    """Megatron's MoE token dispatcher as ``ParallelConfig.moe_dispatcher`` names it (``flex-deepep``, ...)."""
+    moe_a2a_overlap: bool | None = None
+    """Megatron's ``--overlap-moe-expert-parallel-comm``."""
     placement: str | None = None
     """Rank order of the groups: Megatron's tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping."""
     global_batch: int | None = None

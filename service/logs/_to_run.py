@@ -131,6 +131,12 @@ def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any
                 "zero_stage", "recompute", "offload_optimizer", "offload_param"):
         if getattr(log, key) is not None:
             config[key] = getattr(log, key)
+    # Megatron's dispatcher and EP overlap, written only where they differ from the defaults (an older
+    # log without them, or a dense run, keeps the body it had).
+    if log.moe_dispatcher not in (None, "alltoall"):
+        config["moe_dispatcher"] = log.moe_dispatcher
+    if log.moe_a2a_overlap:
+        config["moe_a2a_overlap"] = True
     said = [f"imported from {PurePath(log.name).name} ({log.format} log)", *log.notes]
     if log.recompute is None:
         config["recompute"] = "none"

@@ -187,3 +187,70 @@ def test_a_search_refuses_an_exchange_it_cannot_run(model: str, framework: str, 
     with pytest.raises(SpecError) as err:
         search(model_preset(model), cluster_preset("dgx-h100", 2), 64, framework=framework, **kw)  # type: ignore[arg-type]
     assert err.value.field in ("moe_dispatcher", "moe_a2a_overlap")
+
+
+def test_on_a_two_tier_fabric_the_nodes_under_the_same_leaf_take_the_leaf_rate() -> None:
+    """ep=32 over 4 DGX H100 with 2-node leaves and a 4:1 oversubscribed spine: of the 3 remote nodes one
+    sits under rank 0's leaf. The flex network leg costs that share at the rail's rate and the rest at
+    the spine's, as NCCL's all-to-all is costed; a non-blocking fabric costs everything at the rail's."""
+    from search._fabric import Fabric, FabricTier
+
+    cal = default_calibration()
+    tiered = cluster_preset("dgx-h100", 4, Fabric((FabricTier("leaf", nodes=2), FabricTier("spine", 0, 4.0))))
+    flat = cluster_preset("dgx-h100", 4)
+    args = (DSV3.hidden * BYTES_16BIT, 4096.0, 256, 8, 32, 1, "flex-deepep")
+    lat = cal.collective_latency_s
+    flat_s = flex_dispatch_s(*args, flat, cal) - lat
+    tiered_s = flex_dispatch_s(*args, tiered, cal) - lat
+    # One third of the remote traffic at the rail's rate, two thirds at a quarter of it: 1/3 + 2/3 x 4 = 3x.
+    assert tiered_s == pytest.approx(3.0 * flat_s, rel=1e-9)
+    alltoall = predict(DSV3, tiered, ParallelConfig(dp=32, ep=32, micro_batch=1, zero_stage=1, recompute="full",
+                                                    pp=1), FP8)
+    flex = predict(DSV3, tiered, ParallelConfig(dp=32, ep=32, micro_batch=1, zero_stage=1, recompute="full",
+                                                moe_dispatcher="flex-deepep"), FP8)
+    assert flex.time_breakdown_s["ep_comm"] < alltoall.time_breakdown_s["ep_comm"]
+
+
+def test_overlap_with_more_than_one_mtp_layer_is_refused_by_every_path() -> None:
+    """Megatron overlaps the expert all-to-all with at most one MTP layer: predict, the search and the
+    emitter's rule check all refuse two, naming the field."""
+    import dataclasses
+
+    from search import search
+    from service.launch._megatron_checks import check_megatron_args
+
+    two = dataclasses.replace(DSV3, mtp_layers=2)
+    c = ParallelConfig(dp=64, ep=64, micro_batch=1, zero_stage=1, moe_a2a_overlap=True)
+    with pytest.raises(SpecError) as err:
+        check_compatible(two, 64, c, FP8)
+    assert err.value.field == "ParallelConfig.moe_a2a_overlap"
+    check_compatible(DSV3, 64, c, FP8)  # one MTP layer: allowed
+    with pytest.raises(SpecError) as err:
+        search(two, cluster_preset("dgx-h100", 8), 256, framework="megatron", moe_a2a_overlap=True)
+    assert err.value.field == "moe_a2a_overlap"
+    argv = ["--num-layers", "4", "--micro-batch-size", "1", "--global-batch-size", "8", "--num-attention-heads", "8",
+            "--num-experts", "8", "--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
+            "--overlap-moe-expert-parallel-comm"]
+    check_megatron_args([*argv, "--mtp-num-layers", "1"], 8)
+    with pytest.raises(SpecError, match="at most one MTP layer"):
+        check_megatron_args([*argv, "--mtp-num-layers", "2"], 8)
+
+
+def test_deepep_on_an_nvl72_rack_says_hybridep_spans_it() -> None:
+    from search._moe_terms import MOE_DEEPEP_NVL_WARNING
+
+    rack, dgx = cluster_preset("gb200-nvl72", 4), cluster_preset("dgx-h100", 2)
+    c = ParallelConfig(dp=16, ep=16, micro_batch=1, zero_stage=1, moe_dispatcher="flex-deepep")
+    assert MOE_DEEPEP_NVL_WARNING in predict(QWEN, rack, c, FP8).warnings
+    assert MOE_DEEPEP_NVL_WARNING not in predict(QWEN, dgx, c, FP8).warnings
+    hybrid = ParallelConfig(dp=16, ep=16, micro_batch=1, zero_stage=1, moe_dispatcher="flex-hybridep")
+    assert MOE_DEEPEP_NVL_WARNING not in predict(QWEN, rack, hybrid, FP8).warnings
+
+
+def test_the_asked_exchange_is_not_a_departure_that_ranks_configurations_without_it_first() -> None:
+    from search._ranking import complexity
+
+    plain = ParallelConfig(dp=16, ep=8, micro_batch=1, zero_stage=1)
+    asked = ParallelConfig(dp=16, ep=8, micro_batch=1, zero_stage=1, moe_dispatcher="flex-hybridep",
+                           moe_a2a_overlap=True)
+    assert complexity("megatron", asked) == complexity("megatron", plain)

@@ -171,4 +171,3 @@ def test_megatron_fsdp_writes_the_user_guides_required_flags_and_its_double_buff
                                         config=search.ParallelConfig(dp=64, micro_batch=1, zero_stage=1,
                                                                      recompute="full")))
     assert "--fsdp-double-buffer" not in plain and "--no-gradient-accumulation-fusion" not in plain
-

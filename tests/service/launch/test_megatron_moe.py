@@ -265,6 +265,12 @@ MOE = ["--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "2
     ({"--num-layers-per-virtual-pipeline-stage": None}, "interleaved"),
     ({"--recompute-granularity": "full"}, "full recomputation"),
     ({"--moe-flex-dispatcher-backend": "nvshmem"}, "deepep, hybridep or ncclep"),
+    ({"--num-layers-per-virtual-pipeline-stage": None, "--pipeline-model-parallel-layout": "Et*4|t*4L"},
+     "interleaved"),  # a layout of one stage per rank: vp 1
+    ({"--num-layers-per-virtual-pipeline-stage": "4"}, "interleaved"),  # 8 layers / pp 2 / 4: vp 1
+    ({"--recompute-modules": "moe"}, "'moe' in --recompute-modules"),
+    ({"--moe-shared-expert-overlap": ""}, "--moe-shared-expert-overlap"),
+    ({"--mtp-num-layers": "2"}, "at most one MTP layer"),
 ])
 def test_the_ep_overlap_rules_refuse(replace: dict[str, str | None], needle: str) -> None:
     argv = [*MOE, "--overlap-moe-expert-parallel-comm"]
@@ -273,8 +279,19 @@ def test_the_ep_overlap_rules_refuse(replace: dict[str, str | None], needle: str
         if flag in argv:
             i = argv.index(flag)
             argv[i:i + 2] = [] if value is None else [flag, value]
+        elif value == "":  # a switch
+            argv.append(flag)
         else:
             argv += [flag, value] if value is not None else []
     with pytest.raises(SpecError, match="megatron_args") as err:
         check_megatron_args(argv, 8)
     assert needle in str(err.value)
+
+
+def test_padding_to_capacity_is_refused_with_deepep_only() -> None:
+    """megatron-core 0.19 refuses moe_pad_expert_input_to_capacity for the flex dispatcher's DeepEP backend,
+    not for HybridEP (transformer_config.py:1600-1607)."""
+    pad = [*MOE, "--moe-expert-capacity-factor", "1.0", "--moe-pad-expert-input-to-capacity"]
+    check_megatron_args([*pad, "--moe-flex-dispatcher-backend", "hybridep"], 8)
+    with pytest.raises(SpecError, match="DeepEP backend"):
+        check_megatron_args([*pad, "--moe-flex-dispatcher-backend", "deepep"], 8)

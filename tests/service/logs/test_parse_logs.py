@@ -210,3 +210,34 @@ def test_lines_behind_a_launchers_prefix_read_the_same(name: str, prefix: str, p
     """srun --label, torchrun --tee and a container log collector put their prefix before every line."""
     text = "\n".join(prefix + line for line in (DATA / name).read_text().splitlines())
     assert parse_log(text, name=name) == parsed[name]
+
+
+@pytest.mark.parametrize(("arguments", "dispatcher", "overlap"), [
+    ({"moe_token_dispatcher_type": "flex", "moe_flex_dispatcher_backend": "hybridep",
+      "overlap_moe_expert_parallel_comm": True}, "flex-hybridep", True),
+    ({"moe_token_dispatcher_type": "flex"}, "flex-deepep", False),  # deepep: the backend's default
+    ({"moe_token_dispatcher_type": "alltoall", "moe_enable_deepep": True}, "flex-deepep", False),  # deprecated flag
+    ({"moe_token_dispatcher_type": "alltoall"}, "alltoall", False),
+    ({"moe_token_dispatcher_type": "allgather"}, "allgather", False),  # refused by the run's config
+])
+def test_a_megatron_log_keeps_its_moe_dispatcher_and_overlap(arguments: dict[str, Any], dispatcher: str,
+                                                             overlap: bool) -> None:
+    """Megatron's argument dump names the token dispatcher and the EP overlap; the run's config carries
+    them (a dispatcher the cost model does not know is left as printed, so the config refuses it)."""
+    from service.logs._megatron import fields_from_arguments
+
+    base = {"num_experts": 8, "expert_model_parallel_size": 4, "tensor_model_parallel_size": 1}
+    fields = fields_from_arguments({k: (v, i) for i, (k, v) in enumerate({**base, **arguments}.items())})
+    assert (fields["moe_dispatcher"], fields["moe_a2a_overlap"]) == (dispatcher, overlap)
+    dense = fields_from_arguments({"expert_model_parallel_size": (1, 0), "moe_token_dispatcher_type": ("allgather", 1)})
+    assert (dense["moe_dispatcher"], dense["moe_a2a_overlap"]) == ("alltoall", False)
+
+
+def test_a_log_of_a_flex_run_posts_the_dispatcher_and_a_dense_log_its_old_body(parsed: dict[str, ParsedLog]) -> None:
+    import dataclasses
+
+    log = parsed["megatron_llama3-8b_tp2_pp2_dp4.log"]
+    assert "moe_dispatcher" not in run_request(log, cluster={"preset": "dgx-h100"})["config"]
+    flex = dataclasses.replace(log, moe_dispatcher="flex-hybridep", moe_a2a_overlap=True)
+    config = run_request(flex, cluster={"preset": "dgx-h100"})["config"]
+    assert (config["moe_dispatcher"], config["moe_a2a_overlap"]) == ("flex-hybridep", True)
