@@ -173,6 +173,35 @@ def error_bands(runs: list[CalibrationRun], cal: Calibration, configs: Completio
             "min_runs": MIN_RUNS}
 
 
+def moe_sync_chunk_fit(cal: Calibration, path: Path = DATA / "runs_2024_2026.json") -> dict[str, Any]:
+    """:attr:`Calibration.moe_sync_chunk_s` from the published MoE runs whose dispatcher synchronizes the
+    host in every MoE layer (``search._moe_dispatch.SYNCING_DISPATCHERS``, read with their errata): each
+    run's measured minus predicted time without the term, per pipeline chunk it runs (micro-batches
+    x virtual stages), averaged over the runs (0 if that is negative); with the per-run values and the
+    leave-one-out spread
+    (each run's value against the mean of the others). runs.json has no MoE run to fit it on."""
+    from search._moe_dispatch import SYNCING_DISPATCHERS
+
+    zero = replace(cal, moe_sync_chunk_s=0.0)
+    per_chunk: dict[str, float] = {}
+    for run in read_corrected(path)[0].runs:
+        if run.model.moe is None or run.iteration_time_s is None or run.ran is False:
+            continue
+        tuned = predict_tuned(run, zero)
+        c = tuned.config
+        if c.ep <= 1 or c.moe_dispatcher not in SYNCING_DISPATCHERS:
+            continue
+        chunks = tuned.prediction.num_micro_batches * c.vp
+        per_chunk[run.id] = (run.iteration_time_s - tuned.prediction.iteration_time_s) / chunks
+    if not per_chunk:
+        raise ValueError(f"{path}: no MoE run with a host-synchronizing dispatcher to fit moe_sync_chunk_s on")
+    values = list(per_chunk.values())
+    mean = max(0.0, statistics.fmean(values))  # host time cannot be negative: 0 when the runs show none
+    others = [(sum(values) - v) / (len(values) - 1) for v in values] if len(values) > 1 else values
+    return {"value": round(mean, 6), "n": len(values), "per_chunk_s": {k: round(v, 6) for k, v in per_chunk.items()},
+            "leave_one_out_s": [round(min(others), 6), round(max(others), 6)], "fitted_on": path.name}
+
+
 def read_all(paths: list[Path]) -> tuple[list[CalibrationRun], int]:
     """The runs of every file (with their errata, ``benchmarks/_errata.py``), and how many records
     were refused (fidelity.py says why)."""
@@ -195,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bands-only", action="store_true",
                         help="keep the constants; recompute and write only the error bands")
+    parser.add_argument("--moe-sync", action="store_true",
+                        help="keep the other constants; refit moe_sync_chunk_s on the published MoE runs "
+                             "(runs_2024_2026.json), then write it and the error bands")
     args = parser.parse_args(argv)
     paths = args.data or list(FIT_DATA)
     try:
@@ -204,6 +236,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"{len(runs)} runs from {', '.join(p.name for p in paths)}; {refused} record{'s' * (refused != 1)} the "
           "model cannot express left out (benchmarks/fidelity.py lists them)", file=sys.stderr)
+    if args.moe_sync:
+        payload = json.loads(CALIBRATION_PATH.read_text())
+        sync = moe_sync_chunk_fit(default_calibration())
+        payload["constants"]["moe_sync_chunk_s"] = sync["value"]
+        payload["moe_sync_chunk_fit"] = sync
+        payload["fixed"] = sorted(set(payload.get("fixed", [])) | {"moe_sync_chunk_s"})
+        CALIBRATION_PATH.write_text(json.dumps(payload, indent=2) + "\n")
+        default_calibration.cache_clear()
+        print(json.dumps(sync, indent=2))
+        args.bands_only = True  # the bands follow the constants
     if args.bands_only:
         payload = json.loads(CALIBRATION_PATH.read_text())
         payload["error_bands"] = error_bands(runs, default_calibration())
@@ -212,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote the error bands of {CALIBRATION_PATH}")
         return 0
     result = fit(runs, args.maxiter, args.seed, progress=lambda line: print(line, file=sys.stderr))
+    sync = moe_sync_chunk_fit(result.calibration)  # on the MoE runs, after the others (runs.json has none)
+    result = replace(result, calibration=replace(result.calibration, moe_sync_chunk_s=sync["value"]))
     constants = {k: (round(v, 6) if not math.isclose(v, 0) else 0.0) for k, v in asdict(result.calibration).items()}
     for k, v in constants.items():
         print(f"{k:<24} {v:.6g}")
@@ -228,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             "fitted": sorted([*TIME_BOUNDS, *MEMORY_BOUNDS]),
             "fixed": sorted(k for k in constants if k not in TIME_BOUNDS and k not in MEMORY_BOUNDS),
             "constants": constants,
+            "moe_sync_chunk_fit": sync,
             "error_bands": error_bands(runs, result.calibration),
         }
         CALIBRATION_PATH.write_text(json.dumps(payload, indent=2) + "\n")

@@ -55,6 +55,14 @@ class Calibration:
     instruction interpreter of ``TrainSchedule``, its meta-data sends and the per-micro-batch
     buffer management, ``deepspeed/runtime/pipe/engine.py``), on top of
     :attr:`microbatch_overhead_s`; Megatron's and torch's schedules do not pay it."""
+    moe_sync_chunk_s: float = 0.0
+    """Host time exposed per micro-batch and virtual pipeline stage of a rank when the MoE token
+    dispatcher synchronizes the host with the GPU in every MoE layer (Megatron's dropless alltoall
+    dispatcher reads its all-to-all split sizes on the host, ``token_dispatcher.py``
+    ``cuda_sync_point``; DeepEP's normal kernels their receive counts): the host can no longer run
+    ahead of the GPU, so each pipeline chunk's own host work is exposed. Not fitted on runs.json (no
+    MoE run): the mean per-chunk residual of the published MoE runs that ran such a dispatcher
+    (``benchmarks/fit_constants.py`` ``moe_sync_chunk_fit``)."""
     fp8_gemm_speedup: float = 1.5
     """Speed-up of FP8 GEMMs over BF16 end to end (casts, scaling and amax bookkeeping eat
     most of the 2x peak ratio)."""

@@ -14,6 +14,7 @@ from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._memory_plan import GpuPeak, MemoryPlan, host_breakdown
 from search._model_spec import ModelSpec
+from search._moe_dispatch import SYNCING_DISPATCHERS
 from search._parallel_spec import Framework, ParallelConfig, Placement, Precision, Recompute, TrainingSpec
 from search._predict import predict, predict_memory, stage_bound_terms
 from search._prediction import Prediction
@@ -383,12 +384,15 @@ class Evaluator:
                recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int, etp: int,
                recompute_layers: int | None, moe_exchange: MoEExchange = NO_EXCHANGE) -> float:
         # The runtime is part of the key: its kernels (attention) and per-micro-batch costs differ.
+        # vp enters the per-micro-batch terms only through a host-synchronizing MoE dispatcher's per-chunk
+        # host time (search._moe_dispatch.moe_sync_overhead_s); elsewhere vp 1 stands for every vp.
+        chunks = vp if ep > 1 and self.model.moe is not None and moe_exchange[0] in SYNCING_DISPATCHERS else 1
         key = (tp, cp, sp, pp, micro_batch, recompute, tp_comm_overlap, framework, stage_layers, ep, etp,
-               recompute_layers, moe_exchange)
+               recompute_layers, moe_exchange, chunks)
         terms = self._bound_cache.get(key)
         if terms is None:
-            # dp, ZeRO, offloads and vp do not enter the per-micro-batch terms (the expert degrees do).
-            one = ParallelConfig.trusted(1, tp, pp, 1, cp, sp, micro_batch, 0, "none", "none", recompute,
+            # dp, ZeRO and offloads do not enter the per-micro-batch terms (the expert degrees do).
+            one = ParallelConfig.trusted(1, tp, pp, chunks, cp, sp, micro_batch, 0, "none", "none", recompute,
                                          tp_comm_overlap=tp_comm_overlap, stage_layers=stage_layers, ep=ep,
                                          etp=etp, recompute_layers=recompute_layers,
                                          moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1])

@@ -95,3 +95,23 @@ def overlapped_ep_comm_s(ep_comm_s: float, block_compute_s: float, dispatcher: s
     no partner; with the tens of micro-batches the recipes run they are not costed apart."""
     hidden = min(ep_comm_s, block_compute_s)
     return ep_comm_s - hidden + COMM_SM_SHARE[dispatcher] * hidden
+
+
+SYNCING_DISPATCHERS = ("alltoall", "flex-deepep")
+"""Dispatchers that read a size computed on the GPU back on the host in every MoE layer: Megatron's
+alltoall dispatcher (its all-to-all split sizes, or the dropped token count with a capacity factor:
+``token_dispatcher.py`` ``cuda_sync_point`` ``before_ep_alltoall`` / ``before_permutation_1``) and
+DeepEP's normal kernels (the tokens each rank receives). HybridEP sizes its buffers statically: no
+host synchronization ("Zero CPU-GPU synchronization requirements", DeepEP hybrid-ep
+``Hybrid-EP_Intra-node_Implementation.md``)."""
+
+
+def moe_sync_overhead_s(ep: int, vp: int, dispatcher: str, moe_sync_chunk_s: float) -> float:
+    """Host time a rank exposes per micro-batch when its MoE dispatcher synchronizes the host in every
+    MoE layer (:data:`SYNCING_DISPATCHERS`, ep > 1): :attr:`Calibration.moe_sync_chunk_s` for each of
+    its ``vp`` pipeline chunks. Measured on the published runs, the residual per chunk is the same
+    with 1 to 12 layers per chunk (17-22 ms on H100, B200 and B300) while it varies 13-fold per layer:
+    the chunk's own host work, which the host can no longer run ahead of the GPU to hide."""
+    if ep <= 1 or dispatcher not in SYNCING_DISPATCHERS:
+        return 0.0
+    return vp * moe_sync_chunk_s

@@ -39,7 +39,7 @@ from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
 from search._memory import saved_linear_input_bytes
 from search._memory_plan import MemoryPlan, plan_memory, stage_breakdowns
 from search._model_spec import ModelSpec
-from search._moe_dispatch import overlapped_ep_comm_s
+from search._moe_dispatch import moe_sync_overhead_s, overlapped_ep_comm_s
 from search._moe_terms import MoELayerTimes, moe_layer_times, moe_warnings
 from search._offload import offload_terms
 from search._parallel_spec import ParallelConfig, Recompute, TrainingSpec, check_compatible
@@ -298,7 +298,9 @@ def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelCo
     t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
                            c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework,
                            cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap)
-    stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), microbatch_overhead_s(training.framework, c.pp, cal),
+    overhead_s = microbatch_overhead_s(training.framework, c.pp, cal) + (
+        moe_sync_overhead_s(c.ep, c.vp, c.moe_dispatcher, cal.moe_sync_chunk_s) if model.moe is not None else 0.0)
+    stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), overhead_s,
                                   stage_moe_layer_counts(model, c), stage_recompute_shares(model, c))
     slowest = max(stage_s)
     return slowest, sum(stage_s) - slowest
@@ -365,7 +367,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
                            c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework, cluster.fabric,
                            c.moe_dispatcher, c.moe_a2a_overlap)
     lt = t.layer
-    overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal)
+    overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal) + (
+        moe_sync_overhead_s(c.ep, c.vp, c.moe_dispatcher, cal.moe_sync_chunk_s) if model.moe is not None else 0.0)
     shares = stage_recompute_shares(model, c)
     stage_s = stage_micro_batch_s(t, counts, overhead_mb_s, moe_counts, shares)
     # The pipeline's pace is its slowest rank (Narayanan et al. 2021 Sec. 2.2: every micro-batch

@@ -55,3 +55,19 @@ def test_fit_returns_the_constants_and_reports_progress() -> None:
     assert any(line.startswith("time constants: generation 1/1") for line in lines)
     with pytest.raises(ValueError, match="no run with a measured iteration time"):
         fit_constants.fit([], maxiter=1)
+
+
+def test_the_shipped_moe_sync_constant_is_what_its_fit_gives_and_one_value_fits_every_run() -> None:
+    """Calibration.moe_sync_chunk_s is reproducible from the published runs it is fitted on, and its
+    premise holds: the per-chunk residual of each run with a host-synchronizing dispatcher (H100, B200,
+    B300; 1 to 24 virtual stages; alltoall and DeepEP) lies within 15 % of their mean."""
+    from search._calibration import default_calibration
+
+    shipped = json.loads((ROOT / "search" / "calibration.json").read_text())
+    fit = fit_constants.moe_sync_chunk_fit(default_calibration())
+    assert fit == shipped["moe_sync_chunk_fit"]
+    assert shipped["constants"]["moe_sync_chunk_s"] == fit["value"] == default_calibration().moe_sync_chunk_s
+    assert fit["n"] == 6 and "moe_sync_chunk_s" in shipped["fixed"]
+    assert all(abs(v / fit["value"] - 1) < 0.15 for v in fit["per_chunk_s"].values()), fit["per_chunk_s"]
+    low, high = fit["leave_one_out_s"]
+    assert 0.95 * fit["value"] < low <= high < 1.05 * fit["value"]

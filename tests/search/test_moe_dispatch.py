@@ -128,11 +128,24 @@ def test_megatrons_overlap_rules_are_in_the_support_matrix(kw: dict[str, object]
     assert support_status("megatron", allowed) == "supported"
 
 
-def test_the_published_moe_runs_are_read_with_the_dispatcher_their_recipe_ran() -> None:
-    """The 2024-26 MoE rows on known GPUs, as their recipes ran them (benchmarks/data/errata.json):
-    34 expressible (3 rows whose dispatcher no recipe pins are refused), 31 of them flex or overlap."""
+def _family_mape() -> dict[str, float]:
     from benchmarks._errata import read_corrected
     from benchmarks._tuned import predict_tuned
+
+    got, _ = read_corrected(DATA / "runs_2024_2026.json")
+    errors: dict[str, list[float]] = {}
+    for run in (r for r in got.runs if r.model.moe is not None):
+        t = predict_tuned(run).prediction.iteration_time_s
+        errors.setdefault(run.model.name, []).append(abs(t - run.iteration_time_s) / run.iteration_time_s)
+    return {name: statistics.fmean(v) for name, v in errors.items()}
+
+
+def test_the_published_moe_runs_are_read_with_the_dispatcher_their_recipe_ran() -> None:
+    """The 2024-26 MoE rows on known GPUs, as their recipes ran them (benchmarks/data/errata.json):
+    34 expressible (3 rows whose dispatcher no recipe pins are refused), 31 of them flex or overlap;
+    the two Qwen3 families within the issue's 15 % per family (measured 2026-12-01: Qwen3-235B 3.1 %,
+    Qwen3-30B 13.0 %; docs/cost-model.md)."""
+    from benchmarks._errata import read_corrected
 
     got, _ = read_corrected(DATA / "runs_2024_2026.json")
     moe = [r for r in got.runs if r.model.moe is not None]
@@ -140,14 +153,34 @@ def test_the_published_moe_runs_are_read_with_the_dispatcher_their_recipe_ran() 
     assert sum(r.config.moe_dispatcher != "alltoall" or r.config.moe_a2a_overlap for r in moe) == 31
     unpinned = [row for row in got.refused if any(f.field == "config.moe_dispatcher" for f in row.refusals)]
     assert len(unpinned) == 3
-    errors: dict[str, list[float]] = {}
-    for run in moe:
-        t = predict_tuned(run).prediction.iteration_time_s
-        errors.setdefault(run.model.name, []).append(abs(t - run.iteration_time_s) / run.iteration_time_s)
-    mape = {name: statistics.fmean(v) for name, v in errors.items()}
-    # Measured 2026-12-01 (docs/cost-model.md): DeepSeek-V3 30.7 %, Qwen3-235B 22.2 %, Qwen3-30B 20.1 %;
-    # the issue's bar is 15 % each (not met: the containers' CUDA graphs and kernels are not modelled).
-    assert mape["DeepSeek-V3 671B"] < 0.32 and mape["Qwen3-235B-A22B"] < 0.24 and mape["Qwen3-30B-A3B"] < 0.22
+    mape = _family_mape()
+    assert mape["Qwen3-235B-A22B"] <= 0.15 and mape["Qwen3-30B-A3B"] <= 0.15
+
+
+@pytest.mark.xfail(strict=True, reason="DeepSeek-V3's 14 rows (all HybridEP on GB200, GB300 and B300) are at 30.7 % "
+                   "(measured 2026-12-01), predicted 7-48 % slow: its per-chunk residual is about -18 ms, the "
+                   "containers' CUDA graphs and kernels are not modelled (docs/cost-model.md, Known limits)")
+def test_deepseek_v3_within_15_percent() -> None:
+    assert _family_mape()["DeepSeek-V3 671B"] <= 0.15
+
+
+def test_a_host_synchronizing_dispatcher_exposes_each_chunks_host_time() -> None:
+    """The alltoall dispatcher and DeepEP read sizes back on the host in every MoE layer; HybridEP does
+    not: the first two pay Calibration.moe_sync_chunk_s per micro-batch and virtual stage, the third
+    nothing, and a dense model nothing."""
+    cal = default_calibration()
+    assert 0.015 < cal.moe_sync_chunk_s < 0.025
+    cluster = cluster_preset("dgx-h100", 2)
+    base = {"dp": 8, "pp": 2, "vp": 4, "ep": 8, "micro_batch": 1, "zero_stage": 1}
+    host = {d: predict(QWEN, cluster, ParallelConfig(**base, moe_dispatcher=d), FP8)  # type: ignore[arg-type]
+            for d in ("alltoall", "flex-deepep", "flex-hybridep")}
+    m = host["alltoall"].num_micro_batches
+    for d in ("alltoall", "flex-deepep"):
+        extra = host[d].time_breakdown_s["host_overhead"] - host["flex-hybridep"].time_breakdown_s["host_overhead"]
+        assert extra == pytest.approx(m * 4 * cal.moe_sync_chunk_s)
+    dense = model_preset("llama3-8b")
+    plain = predict(dense, cluster, ParallelConfig(dp=8, pp=2, vp=4, micro_batch=1), TrainingSpec(1024))
+    assert plain.time_breakdown_s["host_overhead"] == pytest.approx(m * cal.microbatch_overhead_s)
 
 
 def test_a_search_runs_the_asked_exchange_wherever_a_configuration_can_and_its_best_is_the_brute_forces() -> None:
