@@ -173,6 +173,61 @@ def error_bands(runs: list[CalibrationRun], cal: Calibration, configs: Completio
             "min_runs": MIN_RUNS}
 
 
+def _fused_rows(path: Path) -> list[CalibrationRun]:
+    """The dense runs of ``path`` (with their errata) whose runtime runs a fused attention kernel on a GPU
+    that has one: what :attr:`Calibration.fused_attention_share` is fitted on."""
+    from search._predict import FUSED_ATTENTION_RUNTIMES
+
+    return [r for r in read_corrected(path)[0].runs
+            if r.model.moe is None and r.iteration_time_s is not None and r.ran is not False
+            and r.training.framework in FUSED_ATTENTION_RUNTIMES and r.cluster.gpu.fused_attention_efficiency]
+
+
+def fused_attention_objective(cal: Calibration, runs: list[CalibrationRun],
+                              configs: Completions | None = None) -> float:
+    """Mean time APE (%) of ``runs`` predicted as tuned under ``cal``."""
+    return 100 * statistics.fmean(
+        abs(predict_tuned(r, cal, (configs or {}).get(r)).prediction.iteration_time_s - r.iteration_time_s)
+        / r.iteration_time_s for r in runs)
+
+
+def fused_attention_share_fit(cal: Calibration, path: Path = DATA / "runs_2024_2026.json",
+                              tolerance: float = 0.005) -> dict[str, Any]:
+    """:attr:`Calibration.fused_attention_share` minimising the mean time APE of the dense fused-attention
+    runs of ``path`` (golden-section search over [0.3, 1.0], the other constants as in ``cal``), with the
+    objective there and each source's value fitted without it (leave one source out)."""
+    runs = _fused_rows(path)
+    configs = {r: completions(r) for r in runs}
+
+    def best(subset: list[CalibrationRun]) -> float:
+        lo, hi, g = 0.3, 1.0, (math.sqrt(5) - 1) / 2
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        fa = fused_attention_objective(replace(cal, fused_attention_share=a), subset, configs)
+        fb = fused_attention_objective(replace(cal, fused_attention_share=b), subset, configs)
+        while hi - lo > tolerance:
+            if fa <= fb:
+                hi, b, fb = b, a, fa
+                a = hi - g * (hi - lo)
+                fa = fused_attention_objective(replace(cal, fused_attention_share=a), subset, configs)
+            else:
+                lo, a, fa = a, b, fb
+                b = lo + g * (hi - lo)
+                fb = fused_attention_objective(replace(cal, fused_attention_share=b), subset, configs)
+        return round((lo + hi) / 2, 3)
+
+    value = best(runs)
+    sources = sorted({short_source(r.source) for r in runs})
+    loso = {}
+    for source in sources:
+        held = [r for r in runs if short_source(r.source) == source]
+        share = best([r for r in runs if short_source(r.source) != source])
+        loso[source] = {"share": share, "n": len(held), "mape": round(fused_attention_objective(
+            replace(cal, fused_attention_share=share), held, configs), 2)}
+    return {"value": value, "n": len(runs), "fitted_on": path.name,
+            "mape": round(fused_attention_objective(replace(cal, fused_attention_share=value), runs, configs), 2),
+            "leave_one_source_out": loso}
+
+
 def moe_sync_chunk_fit(cal: Calibration, path: Path = DATA / "runs_2024_2026.json") -> dict[str, Any]:
     """:attr:`Calibration.moe_sync_chunk_s` from the published MoE runs whose dispatcher synchronizes the
     host in every MoE layer (``search._moe_dispatch.SYNCING_DISPATCHERS``, read with their errata): each
@@ -224,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bands-only", action="store_true",
                         help="keep the constants; recompute and write only the error bands")
+    parser.add_argument("--fused-attention", action="store_true",
+                        help="keep the other constants; refit fused_attention_share on the dense fused-attention "
+                             "runs of runs_2024_2026.json, then moe_sync_chunk_s and the error bands (minutes)")
     parser.add_argument("--moe-sync", action="store_true",
                         help="keep the other constants; refit moe_sync_chunk_s on the published MoE runs "
                              "(runs_2024_2026.json), then write it and the error bands")
@@ -236,6 +294,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"{len(runs)} runs from {', '.join(p.name for p in paths)}; {refused} record{'s' * (refused != 1)} the "
           "model cannot express left out (benchmarks/fidelity.py lists them)", file=sys.stderr)
+    if args.fused_attention:
+        payload = json.loads(CALIBRATION_PATH.read_text())
+        fused = fused_attention_share_fit(default_calibration())
+        payload["constants"]["fused_attention_share"] = fused["value"]
+        payload["fused_attention_share_fit"] = fused
+        payload["fixed"] = sorted(set(payload.get("fixed", [])) | {"fused_attention_share"})
+        CALIBRATION_PATH.write_text(json.dumps(payload, indent=2) + "\n")
+        default_calibration.cache_clear()
+        print(json.dumps(fused, indent=2))
+        args.moe_sync = True  # fitted on residuals the attention rate moves
     if args.moe_sync:
         payload = json.loads(CALIBRATION_PATH.read_text())
         sync = moe_sync_chunk_fit(default_calibration())

@@ -30,6 +30,12 @@ class Calibration:
     attention_efficiency: float = 0.8
     """Share of the GPU's best FlashAttention throughput (:attr:`GPUSpec.attention_efficiency`)
     reached by causal training shapes (FLOPs counted as executed: half the full count)."""
+    fused_attention_share: float = 0.6
+    """Share of the fused attention kernel's published best throughput (:attr:`GPUSpec.fused_attention_efficiency`:
+    FlashAttention-3 / cuDNN on Hopper, FlashAttention-4 / cuDNN on Blackwell) reached by causal training
+    shapes in the runtimes that run it (Megatron-Core's Transformer Engine); :attr:`attention_efficiency`
+    is FlashAttention-2's, fitted on runs.json, which has almost no fused-attention run. Fitted on the
+    dense Megatron-Core runs of 2024-26 (``benchmarks/fit_constants.py --fused-attention``)."""
     gemm_overhead_s: float = 10e-6
     """Fixed time per GEMM kernel (launch, tail wave): makes small GEMMs less efficient."""
     collective_latency_s: float = 20e-6
@@ -75,7 +81,8 @@ class Calibration:
         _validate(self)
 
 
-FRACTIONS = ("hbm_efficiency", "attention_efficiency", "zero3_efficiency", "deepspeed_zero3_efficiency")
+FRACTIONS = ("hbm_efficiency", "attention_efficiency", "fused_attention_share", "zero3_efficiency",
+             "deepspeed_zero3_efficiency")
 OVERLAPS = ("zero3_overlap", "dp_overlap")
 
 

@@ -69,11 +69,12 @@ def measured_gemm_flop_per_s(flop: float, table: tuple[tuple[float, float], ...]
 
 def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_efficiency: float,
                  hbm_bytes_per_s: float, cal: Calibration, gemm_speedup: float, fp32_flop_per_s: float,
-                 measured_gemm: tuple[tuple[float, float], ...] = ()) -> Kernels:
+                 measured_gemm: tuple[tuple[float, float], ...] = (), attention_share: float | None = None) -> Kernels:
     """Combine datasheet peaks with the achievable fractions (measured, or fitted globally).
 
     FlashAttention runs at the GPU's best attention fraction times the fitted share of it
-    reached by causal training shapes (:attr:`Calibration.attention_efficiency`). ``gemm_speedup``
+    reached by causal training shapes (``attention_share``: :attr:`Calibration.attention_efficiency`
+    for FlashAttention-2, :attr:`Calibration.fused_attention_share` for a fused kernel). ``gemm_speedup``
     is the precision recipe's speed-up over 16-bit GEMMs (:func:`search._predict.gemm_speedup`).
     """
     speedup = gemm_speedup
@@ -81,7 +82,8 @@ def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_eff
     return Kernels(
         matmul_flop_per_s=matmul,
         cuda_core_flop_per_s=fp32_flop_per_s * matmul_efficiency,
-        attention_flop_per_s=peak_flop_per_s * attention_efficiency * cal.attention_efficiency,
+        attention_flop_per_s=peak_flop_per_s * attention_efficiency * (
+            cal.attention_efficiency if attention_share is None else attention_share),
         hbm_bytes_per_s=hbm_bytes_per_s * cal.hbm_efficiency,
         gemm_overhead_s=cal.gemm_overhead_s,
         measured_gemm=tuple((math.log(f), r * speedup) for f, r in measured_gemm),

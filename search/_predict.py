@@ -87,9 +87,11 @@ def _kernels(gpu: GPUSpec, precision: str, cal: Calibration, framework: str = ""
     Raises, naming the precisions the GPU supports, when it lacks ``precision``."""
     mfu_peak = gpu.peak_flop_per_s(cast(Dtype, PRECISION_DTYPE.get(precision, precision)))
     peak = gpu.peak_flop_per_s("fp16" if precision == "fp16" else "bf16")
+    fused = framework in FUSED_ATTENTION_RUNTIMES and gpu.fused_attention_efficiency is not None
     kernels = make_kernels(peak, gpu.matmul_efficiency, attention_efficiency(gpu, framework), gpu.hbm_bytes_per_s,
                            cal,
-                           gemm_speedup(gpu, precision, cal), gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size)
+                           gemm_speedup(gpu, precision, cal), gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size,
+                           cal.fused_attention_share if fused else cal.attention_efficiency)
     return kernels, mfu_peak
 
 

@@ -413,11 +413,12 @@ def test_megatron_fsdp_hides_its_traffic_inside_an_nvlink_domain_only(name: str,
     cal = default_calibration()
     training = TrainingSpec(global_batch=288, precision="fp8", framework="megatron")
     one_rack, two_racks = cluster_preset("gb200-nvl72", 18), cluster_preset("gb200-nvl72", 36)
-    inside = ParallelConfig(dp=72, micro_batch=1, zero_stage=3, recompute="full", ep=ep, sp=False)
+    # Micro-batches of 2: enough compute per micro-batch to cover its traffic (the case the overlap is for).
+    inside = ParallelConfig(dp=72, micro_batch=2, zero_stage=3, recompute="full", ep=ep, sp=False)
     exposed, traffic, compute, on_nvlink = _fsdp_exposure(model, one_rack, inside, training)
     assert on_nvlink and 0 < traffic < compute
     assert exposed == pytest.approx(traffic / model.layers, rel=1e-9)  # one layer's unit (pp = 1)
-    across = ParallelConfig(dp=144, micro_batch=1, zero_stage=3, recompute="full", ep=ep, sp=False)
+    across = ParallelConfig(dp=144, micro_batch=2, zero_stage=3, recompute="full", ep=ep, sp=False)
     for cluster, config in ((two_racks, across), (cluster_preset("dgx-h100", 9), inside)):
         exposed, traffic, compute, on_nvlink = _fsdp_exposure(model, cluster, config, training)
         assert not on_nvlink and traffic > 0
