@@ -384,9 +384,14 @@ class Evaluator:
                recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int, etp: int,
                recompute_layers: int | None, moe_exchange: MoEExchange = NO_EXCHANGE) -> float:
         # The runtime is part of the key: its kernels (attention) and per-micro-batch costs differ.
-        # vp enters the per-micro-batch terms only through a host-synchronizing MoE dispatcher's per-chunk
-        # host time (search._moe_dispatch.moe_sync_overhead_s); elsewhere vp 1 stands for every vp.
-        chunks = vp if ep > 1 and self.model.moe is not None and moe_exchange[0] in SYNCING_DISPATCHERS else 1
+        # vp enters the per-micro-batch terms through a host-synchronizing MoE dispatcher's per-chunk host
+        # time (search._moe_dispatch.moe_sync_overhead_s) and, with dense first layers, through which ranks
+        # the interleaved chunks put the dense layers on (search._stages.stage_moe_layer_counts): keyed there.
+        # Elsewhere vp 1 bounds every vp (its layer counts are the same; recomputing a block per chunk only
+        # adds time).
+        moe = self.model.moe
+        chunks = vp if moe is not None and (moe.first_dense_layers > 0 or (
+            ep > 1 and moe_exchange[0] in SYNCING_DISPATCHERS)) else 1
         key = (tp, cp, sp, pp, micro_batch, recompute, tp_comm_overlap, framework, stage_layers, ep, etp,
                recompute_layers, moe_exchange, chunks)
         terms = self._bound_cache.get(key)

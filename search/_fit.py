@@ -36,6 +36,7 @@ from search._predict import predict
 TIME_BOUNDS: dict[str, tuple[float, float]] = {
     "hbm_efficiency": (0.3, 0.95),
     "attention_efficiency": (0.2, 0.8),
+    "fused_attention_share": (0.2, 1.0),
     "gemm_overhead_s": (0.0, 100e-6),
     "zero3_efficiency": (0.05, 1.0),
     "deepspeed_zero3_efficiency": (0.02, 1.0),

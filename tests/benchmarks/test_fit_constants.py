@@ -71,13 +71,25 @@ def test_the_shipped_moe_sync_constant_is_what_its_fit_gives_and_one_value_fits_
     assert fit["n"] == 6 and "moe_sync_chunk_s" in shipped["fixed"]
     per_chunk = list(fit["per_chunk_s"].values())
     assert min(per_chunk) > 0 and max(per_chunk) / min(per_chunk) < 1.5, fit["per_chunk_s"]
-    low, high = fit["leave_one_out_s"]
-    assert 0.95 * fit["value"] < low <= high < 1.05 * fit["value"]
+    # Each run predicted with the constant fitted on the other five: within 15 % (they were 19-62 % off).
+    import dataclasses
+
+    from benchmarks._errata import read_corrected
+    from benchmarks._tuned import predict_tuned
+
+    total = sum(per_chunk)
+    runs = {r.id: r for r in read_corrected(ROOT / "benchmarks" / "data" / fit["fitted_on"])[0].runs}
+    for rid, value in fit["per_chunk_s"].items():
+        held_out = dataclasses.replace(default_calibration(), moe_sync_chunk_s=(total - value) / (len(per_chunk) - 1))
+        run = runs[rid]
+        ape = abs(predict_tuned(run, held_out).prediction.iteration_time_s / run.iteration_time_s - 1)
+        assert ape < 0.15, (rid, ape)
 
 
 def test_the_shipped_fused_attention_share_is_its_fits_optimum_and_each_source_agrees() -> None:
-    """Calibration.fused_attention_share: the recorded fit is the shipped value, the objective is no
-    lower a step either side of it, and leaving any one source out moves it by less than 0.05."""
+    """Calibration.fused_attention_share: refitting gives the shipped value and its record, the objective
+    is no lower a step either side of it, and leaving any one source out moves it by less than 0.05
+    and errs on that source by less than 10 %."""
     import dataclasses
 
     from search._calibration import default_calibration
@@ -93,5 +105,7 @@ def test_the_shipped_fused_attention_share_is_its_fits_optimum_and_each_source_a
     for step in (-0.03, 0.03):
         assert fit_constants.fused_attention_objective(
             dataclasses.replace(cal, fused_attention_share=fit["value"] + step), runs) >= at
-    for source in fit["leave_one_source_out"].values():
-        assert abs(source["share"] - fit["value"]) < 0.05
+    refit = fit_constants.fused_attention_share_fit(cal)
+    assert refit == fit
+    for source in refit["leave_one_source_out"].values():
+        assert abs(source["share"] - refit["value"]) < 0.05 and source["mape"] < 10

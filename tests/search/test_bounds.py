@@ -27,3 +27,30 @@ def test_bound_is_above_every_prediction_in_any_order(reverse: bool) -> None:
         pred, _plan = ev(cand)
         assert pred is not None
         assert bound >= pred.tokens_per_s * (1 - 1e-9), (cand, bound, pred.tokens_per_s)
+
+
+@pytest.mark.parametrize("dispatcher", ["alltoall", "flex-hybridep"])
+def test_bound_is_above_every_prediction_of_an_interleaved_moe_with_dense_first_layers(dispatcher: str) -> None:
+    """With dense first layers the interleaved chunks put them on other ranks than one stage per rank
+    does, and a host-synchronizing dispatcher pays per chunk: the bound must key vp for both."""
+    import dataclasses
+
+    from search import ParallelConfig, TrainingSpec, predict
+    from search._space import Candidate
+
+    base = model_preset("qwen3-30b-a3b")
+    assert base.moe is not None
+    model = dataclasses.replace(base, moe=dataclasses.replace(base.moe, first_dense_layers=8))
+    cluster, batch = cluster_preset("dgx-h100", 8), 512
+    ev = Evaluator(model, cluster, batch, "fp8", default_calibration(), "throughput", None)
+    checked = 0
+    for vp in (1, 2, 3, 6):
+        for layers in (None, (7, 7, 7, 27)):
+            if layers is not None and vp > 1:
+                continue  # Megatron spells an uneven split with vp through other forms: the even one is enough
+            c = ParallelConfig(dp=16, pp=4, vp=vp, ep=8, micro_batch=1, zero_stage=1, recompute="full",
+                               stage_layers=layers, moe_dispatcher=dispatcher)
+            pred = predict(model, cluster, c, TrainingSpec(batch, "fp8"))
+            assert ev.upper_bound_tokens_per_s(Candidate("megatron", c)) >= pred.tokens_per_s * (1 - 1e-9), c
+            checked += 1
+    assert checked == 5
