@@ -108,7 +108,9 @@ def fit(runs: list[CalibrationRun], maxiter: int = 40, seed: int = 0,
     from scipy.optimize import OptimizeResult, differential_evolution
 
     start = time.perf_counter()
-    base = Calibration()
+    # The constants runs.json cannot tell keep their shipped values (fitted apart: OFF_FILE).
+    shipped = default_calibration()
+    base = replace(Calibration(), **{name: getattr(shipped, name) for name in OFF_FILE})
     timed = [r for r in runs if r.iteration_time_s is not None and r.ran is not False]
     if not timed:
         raise ValueError("no run with a measured iteration time to fit the time constants on")
@@ -123,7 +125,8 @@ def fit(runs: list[CalibrationRun], maxiter: int = 40, seed: int = 0,
         return callback
 
     cal = fit_time_constants([measured(r, configs) for r in timed], base, prior_weight=0.0, method="global",
-                             maxiter=maxiter, seed=seed, progress=progress)
+                             maxiter=maxiter, seed=seed, progress=progress,
+                             keep=[n for n in OFF_FILE if n in TIME_BOUNDS])
     time_fun = time_objective(cal, timed, configs)
     mnames = list(MEMORY_BOUNDS)
 

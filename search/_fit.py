@@ -130,18 +130,23 @@ def _clip(prior: Calibration, names: Sequence[str]) -> list[float]:
 
 def fit_time_constants(runs: Sequence[MeasuredRun], prior: Calibration, *, prior_weight: float = PRIOR_WEIGHT,
                        method: str = "local", max_evaluations: int = MAX_EVALUATIONS, maxiter: int = 40,
-                       seed: int = 0, progress: Callable[[str], None] | None = None) -> Calibration:
+                       seed: int = 0, progress: Callable[[str], None] | None = None,
+                       keep: Sequence[str] = ()) -> Calibration:
     """The constants of :data:`TIME_BOUNDS` minimising :func:`time_objective` on ``runs`` plus
-    ``prior_weight`` x :func:`prior_penalty`; the other constants are the prior's.
+    ``prior_weight`` x :func:`prior_penalty`; the other constants, and those named in ``keep``, are
+    the prior's (the published fit keeps the constants runs.json cannot tell, fitted apart).
 
     ``method``: ``"local"``, a compass search from the prior (:func:`_pattern_search`, at most
     ``max_evaluations`` evaluations: a per-cluster calibration, a few seconds for 5-30 runs);
     ``"global"``, SciPy's differential evolution over the bounds (``maxiter`` generations,
     ``seed``; what the published fit uses, minutes on the 257 published runs; SciPy is a test and
     benchmark dependency only). ``progress`` receives a line every 5 generations."""
+    unknown = set(keep) - set(TIME_BOUNDS)
+    if unknown:
+        raise ValueError(f"keep names {sorted(unknown)}, which are not fitted time constants")
     if not runs:
         raise ValueError("no run with a measured iteration time to fit the time constants on")
-    names = list(TIME_BOUNDS)
+    names = [n for n in TIME_BOUNDS if n not in keep]
     bounds = [TIME_BOUNDS[n] for n in names]
 
     def calibration(x: Sequence[float]) -> Calibration:
