@@ -278,6 +278,18 @@ def read_all(paths: list[Path]) -> tuple[list[CalibrationRun], int]:
     return runs, refused
 
 
+def _store_off_file_fit(name: str, key: str, record: dict[str, Any]) -> None:
+    """Write one :data:`OFF_FILE` constant's fitted value into calibration.json as a fixed constant,
+    with its fit's record under ``key``, the other constants kept; print the record."""
+    payload = json.loads(CALIBRATION_PATH.read_text())
+    payload["constants"][name] = record["value"]
+    payload[key] = record
+    payload["fixed"] = sorted(set(payload.get("fixed", [])) | {name})
+    CALIBRATION_PATH.write_text(json.dumps(payload, indent=2) + "\n")
+    default_calibration.cache_clear()
+    print(json.dumps(record, indent=2))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, action="append", metavar="FILE",
@@ -304,24 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(runs)} runs from {', '.join(p.name for p in paths)}; {refused} record{'s' * (refused != 1)} the "
           "model cannot express left out (benchmarks/fidelity.py lists them)", file=sys.stderr)
     if args.fused_attention:
-        payload = json.loads(CALIBRATION_PATH.read_text())
-        fused = fused_attention_share_fit(default_calibration())
-        payload["constants"]["fused_attention_share"] = fused["value"]
-        payload["fused_attention_share_fit"] = fused
-        payload["fixed"] = sorted(set(payload.get("fixed", [])) | {"fused_attention_share"})
-        CALIBRATION_PATH.write_text(json.dumps(payload, indent=2) + "\n")
-        default_calibration.cache_clear()
-        print(json.dumps(fused, indent=2))
+        _store_off_file_fit("fused_attention_share", "fused_attention_share_fit",
+                            fused_attention_share_fit(default_calibration()))
         args.moe_sync = True  # fitted on residuals the attention rate moves
     if args.moe_sync:
-        payload = json.loads(CALIBRATION_PATH.read_text())
-        sync = moe_sync_chunk_fit(default_calibration())
-        payload["constants"]["moe_sync_chunk_s"] = sync["value"]
-        payload["moe_sync_chunk_fit"] = sync
-        payload["fixed"] = sorted(set(payload.get("fixed", [])) | {"moe_sync_chunk_s"})
-        CALIBRATION_PATH.write_text(json.dumps(payload, indent=2) + "\n")
-        default_calibration.cache_clear()
-        print(json.dumps(sync, indent=2))
+        _store_off_file_fit("moe_sync_chunk_s", "moe_sync_chunk_fit", moe_sync_chunk_fit(default_calibration()))
         args.bands_only = True  # the bands follow the constants
     if args.bands_only:
         payload = json.loads(CALIBRATION_PATH.read_text())
