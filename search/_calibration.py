@@ -37,7 +37,8 @@ class Calibration:
     is FlashAttention-2's, fitted on runs.json, which has almost no fused-attention run. Fitted on the
     dense Megatron-Core runs of 2024-26 (``benchmarks/fit_constants.py --fused-attention``)."""
     gemm_overhead_s: float = 10e-6
-    """Fixed time per GEMM kernel (launch, tail wave): makes small GEMMs less efficient."""
+    """Fixed time per GEMM kernel, fitted on blocks of four GEMMs: a block pays four of it whatever its
+    GEMM count, an MoE block's router and the LM head one each (:func:`search._compute_time.block_overhead_s`)."""
     collective_latency_s: float = 20e-6
     """Latency (alpha) of one collective call: NCCL ring base latency plus per-hop latencies
     (NCCL tuning.cc) and launch, 10-35 us measured for small all-reduces on 8 A100s (nccl-tests #123)."""

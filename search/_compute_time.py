@@ -105,15 +105,38 @@ def tile_efficiency(m: float, n: float, k: float) -> float:
     return (m / (-(-m // TILE_M) * TILE_M)) * (n / (-(-n // TILE_N) * TILE_N)) * (k / (-(-k // TILE_K) * TILE_K))
 
 
-def gemm_time_s(m: float, n: float, k: float, kernels: Kernels) -> float:
-    """One (m x k) @ (k x n) GEMM in 16-bit: roofline of 2mnk FLOPs (tile-quantised) and
-    2(mk + kn + mn) bytes, plus a fixed kernel overhead."""
+def gemm_work_s(m: float, n: float, k: float, kernels: Kernels) -> float:
+    """One (m x k) @ (k x n) GEMM in 16-bit on the GPU: roofline of 2mnk FLOPs (tile-quantised)
+    and 2(mk + kn + mn) bytes, or the measured GEMM table's rate at its FLOPs; no fixed overhead."""
     if kernels.measured_gemm:
         flop = 2.0 * m * n * k
-        return flop / measured_gemm_flop_per_s(flop, kernels.measured_gemm) + kernels.gemm_overhead_s
+        return flop / measured_gemm_flop_per_s(flop, kernels.measured_gemm)
     flop = 2.0 * m * n * k / tile_efficiency(m, n, k)
     traffic = BYTES_16BIT * (m * k + k * n + m * n)
-    return max(flop / kernels.matmul_flop_per_s, traffic / kernels.hbm_bytes_per_s) + kernels.gemm_overhead_s
+    return max(flop / kernels.matmul_flop_per_s, traffic / kernels.hbm_bytes_per_s)
+
+
+def gemm_time_s(m: float, n: float, k: float, kernels: Kernels) -> float:
+    """One GEMM on its own (the LM head): :func:`gemm_work_s` plus the fixed overhead."""
+    return gemm_work_s(m, n, k, kernels) + kernels.gemm_overhead_s
+
+
+DENSE_BLOCK_GEMMS = 4
+"""Weight GEMMs of the dense transformer blocks ``gemm_overhead_s`` was fitted on (fused QKV,
+attention output, MLP in, MLP out: every block of runs.json)."""
+
+
+def block_overhead_s(kernels: Kernels) -> float:
+    """Fixed time per transformer block's forward outside its kernels' work: the fitted
+    ``gemm_overhead_s`` x :data:`DENSE_BLOCK_GEMMS`. The constant was fitted per GEMM on blocks
+    that all have four, and settles at its 100 us bound, far above a kernel launch (~5 us): it
+    stands for the block's framework time, not the GEMMs'. Charged per block, so blocks with more
+    GEMMs (MLA's five projections, an MoE block's shared and grouped expert GEMMs) do not multiply
+    it; an MoE block's router pays one more (:func:`search._moe_terms.moe_layer_times`). Measured on
+    the 34 published MoE rows of runs_2024_2026.json (docs/cost-model.md, 'GEMMs'): per GEMM,
+    DeepSeek-V3 (10 per block) came out 24.1 % slow on average; per block without the router's,
+    Qwen3's host-sync residuals stop being one constant per chunk (1.57x apart, 1.42x with it)."""
+    return DENSE_BLOCK_GEMMS * kernels.gemm_overhead_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,18 +157,19 @@ class LayerTimes:
         return BACKWARD_TO_FORWARD * (self.gemm_s + self.elementwise_s) + self.attention_backward_s
 
 
-def linears_time_s(linears: tuple[tuple[int, int, str], ...], tokens: float, tp: int, kernels: Kernels) -> float:
-    """Forward time of weight GEMMs ``(input width, output width, split)`` for ``tokens`` tokens on one
+def linears_work_s(linears: tuple[tuple[int, int, str], ...], tokens: float, tp: int, kernels: Kernels) -> float:
+    """Forward GPU work (:func:`gemm_work_s`, the block's fixed time apart) of weight GEMMs
+    ``(input width, output width, split)`` for ``tokens`` tokens on one
     of ``tp`` ranks: column-parallel splits the output, row-parallel the input (Shoeybi et al. 2019,
     arXiv:1909.08053 Sec. 3); replicated ones run whole on every rank."""
     total = 0.0
     for i, o, split in linears:
         if split == "column":
-            total += gemm_time_s(tokens, o / tp, i, kernels)
+            total += gemm_work_s(tokens, o / tp, i, kernels)
         elif split == "row":
-            total += gemm_time_s(tokens, o, i / tp, kernels)
+            total += gemm_work_s(tokens, o, i / tp, kernels)
         else:
-            total += gemm_time_s(tokens, o, i, kernels)
+            total += gemm_work_s(tokens, o, i, kernels)
     return total
 
 
@@ -188,9 +212,11 @@ def layer_times(model: ModelSpec, tokens: float, kv_len: float, tp: int, sp: boo
     GEMM shapes after Megatron's column/row split (Shoeybi et al. 2019, arXiv:1909.08053
     Sec. 3): QKV ``[tokens, h] x [h, (q_dim + 2 kv_dim)/tp]``, output ``[tokens, q_dim/tp] x
     [q_dim/tp, h]``, MLP in ``[tokens, h] x [h, f*(m-1)/tp]``, MLP out ``[tokens, f/tp] x [f/tp, h]``
-    (:func:`linears_time_s`; MLA's projections per :meth:`ModelSpec.attention_linears`).
+    (:func:`linears_work_s`; MLA's projections per :meth:`ModelSpec.attention_linears`), plus the
+    block's fixed time (:func:`block_overhead_s`).
     """
-    gemm = linears_time_s(model.attention_linears() + model.mlp_linears(), tokens, tp, kernels)
+    gemm = (linears_work_s(model.attention_linears() + model.mlp_linears(), tokens, tp, kernels)
+            + block_overhead_s(kernels))
     attention, attention_bwd = attention_core_times(model, tokens, kv_len, tp, kernels)
     elementwise_bytes = (attention_elementwise_bytes(model, tokens, tp, sp)
                          + tokens * mlp_activation_bytes_per_token(model, model.ffn / tp))

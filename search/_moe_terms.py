@@ -23,8 +23,10 @@ from search._compute_time import (
     Kernels,
     attention_core_times,
     attention_elementwise_bytes,
+    block_overhead_s,
     gemm_time_s,
-    linears_time_s,
+    gemm_work_s,
+    linears_work_s,
     mlp_activation_bytes_per_token,
 )
 from search._errors import SpecError
@@ -81,11 +83,10 @@ def expert_load_factor(model: ModelSpec) -> float:
 def grouped_gemm_time_s(groups: int, m: float, n: float, k: float, kernels: Kernels) -> float:
     """``groups`` GEMMs of (m x k) @ (k x n) in one grouped kernel (``--moe-grouped-gemm``): each
     costs its roofline (so few tokens per expert leave the GEMM bound by reading the expert's
-    weights), the launch overhead is paid once."""
+    weights); the block's fixed time is charged once per block (:func:`block_overhead_s`)."""
     if groups <= 0 or m <= 0:
         return 0.0
-    one = gemm_time_s(m, n, k, kernels) - kernels.gemm_overhead_s
-    return groups * one + kernels.gemm_overhead_s
+    return groups * gemm_work_s(m, n, k, kernels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,15 +110,18 @@ def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bo
                     kernels: Kernels, cluster: ClusterSpec, cal: Calibration,
                     dispatcher: str = "alltoall") -> MoELayerTimes:
     """Forward time of one MoE block (attention as in a dense block, then router, routed and shared
-    experts and the token exchange)."""
+    experts and the token exchange), with a dense block's fixed time (:func:`block_overhead_s`) and
+    one more for the router."""
     moe = _experts(model)
     h = model.hidden
     tokens = micro_batch * model.seq_len / cp  # the attention's GEMM rows on one TP rank
     sp_tokens = tokens_per_gpu(model, micro_batch, tp, cp, sp)
-    attn_gemm = linears_time_s(model.attention_linears(), tokens, tp, kernels)
+    attn_gemm = linears_work_s(model.attention_linears(), tokens, tp, kernels)
     attention, attention_bwd = attention_core_times(model, tokens, model.seq_len, tp, kernels)
+    # The router is the MoE block's own step (its GEMM, softmax and top-k, the permutation's bookkeeping):
+    # charged as a GEMM on its own, fixed time included, like the LM head; the rest as a dense block.
     router = gemm_time_s(sp_tokens, moe.experts, h, kernels)
-    shared = (linears_time_s(model.mlp_linears(moe.shared_expert_ffn), tokens, tp, kernels)
+    shared = (linears_work_s(model.mlp_linears(moe.shared_expert_ffn), tokens, tp, kernels)
               if moe.shared_expert_ffn else 0.0)
     local = moe.experts // ep
     per_expert = routed_copies_per_gpu(model, micro_batch, tp, cp, etp) / local * expert_load_factor(model)
@@ -129,7 +133,7 @@ def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bo
                    + copies * (mlp_activation_bytes_per_token(model, f) + PERMUTE_BYTES_PER_COPY_PER_H * h)
                    + sp_tokens * moe.experts * ROUTER_BYTES_PER_TOKEN_PER_EXPERT
                    + (tokens * mlp_activation_bytes_per_token(model, moe.shared_expert_ffn / tp)))
-    return MoELayerTimes(attn_gemm + router + shared + experts, attention, attention_bwd,
+    return MoELayerTimes(attn_gemm + router + shared + experts + block_overhead_s(kernels), attention, attention_bwd,
                          elementwise / kernels.hbm_bytes_per_s,
                          dispatch_forward_s(model, micro_batch, tp, cp, sp, ep, etp, cluster, cal, dispatcher))
 

@@ -17,14 +17,14 @@ KERNELS = compute_time.Kernels(matmul_flop_per_s=1e15, cuda_core_flop_per_s=1e13
 
 
 def _cost_model_shapes(monkeypatch: pytest.MonkeyPatch, name: str, tp: int, tokens: int) -> set[tuple[int, int, int]]:
-    """The (m, n, k) the cost model passes to gemm_time_s for one layer and the LM head."""
+    """The (m, n, k) the cost model passes to gemm_work_s for one layer and the LM head."""
     calls: list[tuple[float, float, float]] = []
 
     def record(m: float, n: float, k: float, kernels: compute_time.Kernels) -> float:
         calls.append((m, n, k))
         return 1e-3
 
-    monkeypatch.setattr(compute_time, "gemm_time_s", record)
+    monkeypatch.setattr(compute_time, "gemm_work_s", record)
     model = model_preset(name)
     compute_time.layer_times(model, tokens, tokens, tp, sp=True, kernels=KERNELS)
     compute_time.lm_head_time_s(model, tokens, tp, KERNELS)

@@ -7,7 +7,16 @@ import dataclasses
 
 import pytest
 
-from search import ParallelConfig, SpecError, TrainingSpec, check_compatible, cluster_preset, model_preset, predict
+from search import (
+    ParallelConfig,
+    SpecError,
+    TrainingSpec,
+    check_compatible,
+    cluster_preset,
+    default_calibration,
+    model_preset,
+    predict,
+)
 from search._moe_spec import MoESpec
 from search._moe_terms import MOE_DISPATCH_WARNING, moe_warnings
 from search._space import enumerate_space, expert_options
@@ -120,3 +129,32 @@ def test_moe_validation_names_the_field() -> None:
     odd = dataclasses.replace(QWEN, moe=MoESpec(experts=128, topk=8, expert_ffn=767))
     with pytest.raises(SpecError, match=r"ParallelConfig\.etp: 2 does not divide moe.expert_ffn=767"):
         check_compatible(odd, 16, ParallelConfig(dp=8, tp=2, sp=True, etp=2), TrainingSpec(64))
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "deepseek-v3", "qwen3-30b-a3b"])
+def test_every_block_pays_the_fixed_time_of_a_dense_block_once(name: str) -> None:
+    """The fitted per-GEMM constant stands for a block's framework time (fitted on blocks of four
+    GEMMs): a block's forward GEMM time is its GEMMs' work plus 4 x gemm_overhead_s whatever its GEMM
+    count (a dense block 4; DeepSeek-V3's dense MLA block 7 and MoE block 10), an MoE block one more
+    for its router (5 for DeepSeek-V3 and for Qwen3-30B, whose MoE block has five GEMMs)."""
+    from search._compute_time import DENSE_BLOCK_GEMMS, Kernels, block_overhead_s, layer_times
+    from search._moe_terms import moe_layer_times
+
+    model = model_preset(name)
+    cluster = cluster_preset("dgx-h100", 1)
+    cal = default_calibration()
+
+    def kernels(overhead_s: float) -> Kernels:
+        return Kernels(matmul_flop_per_s=1e15, cuda_core_flop_per_s=1e13, attention_flop_per_s=5e14,
+                       hbm_bytes_per_s=3e12, gemm_overhead_s=overhead_s)
+
+    def dense_s(overhead_s: float) -> float:
+        return layer_times(model, 4096.0, 4096.0, 1, False, kernels(overhead_s)).gemm_s
+
+    assert DENSE_BLOCK_GEMMS == 4 and block_overhead_s(kernels(2e-5)) == pytest.approx(8e-5)
+    assert dense_s(1e-4) - dense_s(0.0) == pytest.approx(4e-4, rel=1e-9)
+    if model.moe is not None:
+        def moe_s(overhead_s: float) -> float:
+            return moe_layer_times(model, 1, 1, 1, False, 8, 1, kernels(overhead_s), cluster, cal).gemm_s
+
+        assert moe_s(1e-4) - moe_s(0.0) == pytest.approx(5e-4, rel=1e-9)

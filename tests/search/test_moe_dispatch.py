@@ -155,10 +155,11 @@ def test_the_published_moe_runs_are_read_with_the_dispatcher_their_recipe_ran() 
     assert _family_mape()["Qwen3-235B-A22B"] <= 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="DeepSeek-V3's 14 rows (all HybridEP on GB200, GB300 and B300) are at 24.1 % "
-                   "(measured 2026-12-01), predicted 3-40 % slow; the containers' CUDA graphs and kernels are not "
-                   "modelled (docs/cost-model.md, Known limits)")
 def test_deepseek_v3_within_15_percent() -> None:
+    """DeepSeek-V3's 14 rows (all HybridEP on GB200, GB300 and B300) within the issue's 15 % per family:
+    13.6 % (measured 2026-12-01, third session) once the fitted fixed time is charged per block (and the
+    router's); 24.1 % when it was charged per GEMM, ten per MLA + shared-expert block
+    (search._compute_time.block_overhead_s)."""
     assert _family_mape()["DeepSeek-V3 671B"] <= 0.15
 
 
