@@ -30,7 +30,8 @@ ERRATA = Path(__file__).resolve().parent / "data" / "errata.json"
 """The project's errata of its published runs."""
 CORRECTABLE = frozenset({"tp", "pp", "dp", "cp", "vp", "ep", "etp", "micro_batch", "grad_accum", "global_batch"})
 """Fields of a record's ``config`` an erratum may correct: the layout a table prints (positive integers)."""
-CORRECTABLE_TEXT = {"moe_dispatcher": None, "recompute": ("none", "selective", "full")}
+CORRECTABLE_TEXT = {"moe_dispatcher": None, "recompute": ("none", "selective", "full"),
+                    "cuda_graphs": ("none", "full-iteration")}
 """Settings a recipe fixes that the tables do not print (a dispatcher the loader then refuses, say),
 with their allowed values (None: any name)."""
 CORRECTABLE_FLAG = frozenset({"moe_a2a_overlap"})

@@ -147,9 +147,9 @@ MOE_DISPATCH_WARNING = (
 MOE_FLEX_WARNING = (
     "token exchange costed as traffic at link rate (the flex dispatcher: one copy per destination GPU; the EP "
     "overlap: hidden behind the block's compute, less the SMs its kernels hold at DeepEP's and HybridEP's "
-    "default counts); the kernels' own rate and the CUDA graphs the recipes capture with them are not "
-    "modelled, and NVIDIA's published runs with them are predicted within the MoE error band only "
-    "(docs/cost-model.md, Known limits)"
+    "default counts); the kernels' own rate, per-layer CUDA graphs and --delay-wgrad-compute are not "
+    "modelled (a full-iteration graph is: cuda_graphs), and NVIDIA's published runs with them are predicted "
+    "within the MoE error band only (docs/cost-model.md, Known limits)"
 )
 MOE_DEEPEP_NVL_WARNING = (
     "flex-deepep on a multi-node NVLink domain: DeepEP's NVLink side is one host's GPUs (its default), so the "

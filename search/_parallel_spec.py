@@ -16,6 +16,7 @@ Precision = Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"]
 Framework = Literal["megatron", "deepspeed", "megatron-deepspeed", "fsdp"]
 Placement = Literal["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"]
 MoEDispatcher = Literal["alltoall", "flex-deepep", "flex-hybridep"]
+CudaGraphs = Literal["none", "full-iteration"]
 
 OFFLOADS: tuple[Offload, ...] = get_args(Offload)
 RECOMPUTES: tuple[Recompute, ...] = get_args(Recompute)
@@ -32,6 +33,11 @@ megatron/training/arguments.py; parallel_state.initialize_model_parallel ``order
 MOE_DISPATCHERS: tuple[MoEDispatcher, ...] = get_args(MoEDispatcher)
 """Megatron-Core token dispatchers with expert parallelism: ``alltoall``, and ``flex`` with the DeepEP
 or HybridEP backend (``--moe-token-dispatcher-type``, ``--moe-flex-dispatcher-backend``)."""
+CUDA_GRAPHS: tuple[CudaGraphs, ...] = get_args(CudaGraphs)
+"""CUDA graphs autopar costs: none, or Megatron-Core's full-iteration graph (``--cuda-graph-impl
+full_iteration``: one graph around the whole forward-backward schedule of a step; megatron-core 0.19
+``full_cuda_graph.py``). Per-layer graphs (``local`` / ``transformer_engine`` with a module scope) leave
+part of each layer to the host and are not costed."""
 MAX_MTP_WITH_EP_OVERLAP = 1
 """``--overlap-moe-expert-parallel-comm`` takes at most one multi-token-prediction layer
 (megatron-core 0.19 ``transformer_config.py``, beside the overlap's other rules)."""
@@ -109,6 +115,11 @@ class ParallelConfig:
     moe_a2a_overlap: bool = False
     """Megatron-Core ``--overlap-moe-expert-parallel-comm``: one micro-batch's dispatch and combine run
     behind another's compute. Needs ep > 1."""
+    cuda_graphs: CudaGraphs = "none"
+    """Megatron-Core's full-iteration CUDA graph (:data:`CUDA_GRAPHS`): the device replays each step's
+    forward and backward of every micro-batch, so the host launches nothing per micro-batch
+    (:func:`search._predict.microbatch_overhead_s`). An MoE model needs ep >= 2 on HybridEP with a
+    static per-rank token budget (the support matrix)."""
 
     def __post_init__(self) -> None:
         owner = "ParallelConfig"
@@ -125,6 +136,7 @@ class ParallelConfig:
         one_of(owner, "recompute", self.recompute, RECOMPUTES)
         one_of(owner, "placement", self.placement, PLACEMENTS)
         one_of(owner, "moe_dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)
+        one_of(owner, "cuda_graphs", self.cuda_graphs, CUDA_GRAPHS)
         if self.moe_dispatcher != "alltoall" and (self.ep == 1 or self.etp > 1):
             raise SpecError(f"{owner}.moe_dispatcher", f"{self.moe_dispatcher!r} with ep={self.ep}, etp={self.etp}: "
                             "the flex dispatcher is costed over an expert-parallel group (ep >= 2) without expert "
@@ -213,7 +225,7 @@ class ParallelConfig:
                 etp: int = 1, placement: Placement = "tp-cp-ep-dp-pp", tiles: int = 1,
                 optimizer_offload_fraction: float = 1.0, recompute_layers: int | None = None,
                 activation_offload_layers: int = 0, moe_dispatcher: MoEDispatcher = "alltoall",
-                moe_a2a_overlap: bool = False) -> ParallelConfig:
+                moe_a2a_overlap: bool = False, cuda_graphs: CudaGraphs = "none") -> ParallelConfig:
         """Build without re-validating, for enumerators that generate only valid values
         (:func:`search._space.enumerate_space`, whose tests check every result against
         :func:`check_compatible`). Half the cost of a search's enumeration was validation."""
@@ -241,6 +253,7 @@ class ParallelConfig:
         put(self, "activation_offload_layers", activation_offload_layers)
         put(self, "moe_dispatcher", moe_dispatcher)
         put(self, "moe_a2a_overlap", moe_a2a_overlap)
+        put(self, "cuda_graphs", cuda_graphs)
         return self
 
     @property
@@ -315,6 +328,12 @@ def _check_experts(model: ModelSpec, c: ParallelConfig) -> None:
                             f"ep={c.ep}, etp={c.etp} on {model.name}, which has no experts",
                             "set ep=1 and etp=1, or describe the model's mixture of experts (ModelSpec.moe)")
         return
+    if c.cuda_graphs == "full-iteration" and c.ep == 1:
+        raise SpecError("ParallelConfig.cuda_graphs", f"a full-iteration CUDA graph of {model.name} without expert "
+                        "parallelism: dropless MoE sizes its token buffers on the host every layer (a host sync), "
+                        "and only HybridEP's static per-rank budget avoids it (megatron-core 0.19 "
+                        "token_dispatcher.py HybridEP, transformer_config.py moe_expert_rank_capacity_factor)",
+                        "set ep >= 2 with moe_dispatcher='flex-hybridep', or cuda_graphs='none'")
     if c.moe_a2a_overlap and model.mtp_layers > MAX_MTP_WITH_EP_OVERLAP:
         raise SpecError("ParallelConfig.moe_a2a_overlap", f"{model.name} has {model.mtp_layers} multi-token-prediction "
                         f"layers: megatron-core overlaps the expert all-to-all with at most "

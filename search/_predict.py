@@ -274,10 +274,16 @@ def _moe_recompute_s(terms: MicroBatchTerms) -> float:
     return terms.moe.recompute_s if terms.moe is not None else terms.recompute_s
 
 
-def microbatch_overhead_s(framework: str, pp: int, cal: Calibration) -> float:
+def microbatch_overhead_s(framework: str, pp: int, cal: Calibration, cuda_graphs: str = "none") -> float:
     """Host time per micro-batch per stage: every runtime's (Python, launches), plus DeepSpeed's
     pipeline engine's own where it schedules the pipeline (Megatron-DeepSpeed with pp > 1;
-    :attr:`Calibration.pipeline_engine_microbatch_s`, fitted on the BLOOM-176B benchmarks)."""
+    :attr:`Calibration.pipeline_engine_microbatch_s`, fitted on the BLOOM-176B benchmarks). None under
+    Megatron-Core's full-iteration CUDA graph (``cuda_graphs``), which captures the whole
+    forward-backward schedule of a step once and replays it: the host launches no kernel per
+    micro-batch, only copies each micro-batch's inputs into the graph's static buffers (megatron-core
+    0.18 ``full_cuda_graph.py:151-182, 208-232``; not costed)."""
+    if cuda_graphs == "full-iteration":
+        return 0.0
     engine_s = cal.pipeline_engine_microbatch_s if framework == "megatron-deepspeed" and pp > 1 else 0.0
     return cal.microbatch_overhead_s + engine_s
 
@@ -300,7 +306,7 @@ def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelCo
     t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
                            c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework,
                            cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap)
-    overhead_s = microbatch_overhead_s(training.framework, c.pp, cal) + (
+    overhead_s = microbatch_overhead_s(training.framework, c.pp, cal, c.cuda_graphs) + (
         moe_sync_overhead_s(c.ep, c.vp, c.moe_dispatcher, cal.moe_sync_chunk_s) if model.moe is not None else 0.0)
     stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), overhead_s,
                                   stage_moe_layer_counts(model, c), stage_recompute_shares(model, c))
@@ -369,7 +375,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
                            c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework, cluster.fabric,
                            c.moe_dispatcher, c.moe_a2a_overlap)
     lt = t.layer
-    overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal) + (
+    overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal, c.cuda_graphs) + (
         moe_sync_overhead_s(c.ep, c.vp, c.moe_dispatcher, cal.moe_sync_chunk_s) if model.moe is not None else 0.0)
     shares = stage_recompute_shares(model, c)
     stage_s = stage_micro_batch_s(t, counts, overhead_mb_s, moe_counts, shares)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from search._errors import SpecError
-from search._parallel_spec import FRAMEWORKS, MOE_DISPATCHERS, PRECISIONS
+from search._parallel_spec import CUDA_GRAPHS, FRAMEWORKS, MOE_DISPATCHERS, PRECISIONS
 
 NODE_FOR_GPU = {
     "v100-sxm3-32gb": "dgx-2",
@@ -94,6 +94,9 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # Beyond the published schema, set by an erratum from the run's recipe: Megatron-Core's
         # --overlap-moe-expert-parallel-comm (with delay_wgrad_compute).
         "moe_a2a_overlap": MODELLED,
+        # Beyond the published schema, set by an erratum from the run's recipe: Megatron-Core's full-iteration
+        # CUDA graph ("full-iteration"; "none" or null without); per-layer graphs are refused (not costed).
+        "cuda_graphs": MODELLED,
         # Megatron-FSDP over the whole dp x cp group is Megatron's ZeRO-2/3 (_check_fsdp).
         **dict.fromkeys(("fsdp", "fsdp_shard_size"), CHECKED),
         **dict.fromkeys(("fp8_recipe",
@@ -289,6 +292,9 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
     overlap = cfg.get("moe_a2a_overlap")
     if overlap is not None and not isinstance(overlap, bool):
         refuse("config.moe_a2a_overlap", f"{overlap!r} is not true, false or null", INCONSISTENT)
+    if cfg.get("cuda_graphs") not in (None, *CUDA_GRAPHS):
+        refuse("config.cuda_graphs", f"{cfg['cuda_graphs']!r} is not costed ({', '.join(CUDA_GRAPHS)}: per-layer "
+               "CUDA graphs leave part of each layer to the host by an amount the model does not know)", RUNTIME)
     if cfg.get("moe_dispatcher") == "unknown":
         refuse("config.moe_dispatcher", "the row's token dispatcher is unknown (no recipe of its release matches "
                "it, and the recipes for its GPU run a flex dispatcher)", MOE)

@@ -339,6 +339,7 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         ep=int(cfg.get("ep") or 1), etp=int(cfg.get("etp") or 1),
         activation_offload_layers=int(cfg.get("activation_offload_layers") or 0),
         moe_dispatcher=cfg.get("moe_dispatcher") or "alltoall", moe_a2a_overlap=bool(cfg.get("moe_a2a_overlap")),
+        cuda_graphs=cfg.get("cuda_graphs") or "none",
     )
     grad_reduce_in_bf16 = cfg.get("grad_reduce_in_bf16")
     if grad_reduce_in_bf16 is not None and not isinstance(grad_reduce_in_bf16, bool):

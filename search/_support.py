@@ -20,8 +20,8 @@ the ZeRO stage, offloads, recomputation and TP-communication overlap, so the enu
 cache a status per combination of those (:func:`support_key`). The fine-grained memory policies
 (offload fraction, recomputed layer count, activation offload) are never enumerated: the search
 derives them per layout and checks them with :func:`support_status` directly. Nor are the MoE token
-dispatcher and the EP overlap (``moe_dispatcher``, ``moe_a2a_overlap``): a configuration that states
-them is checked with :func:`support_status` too.
+dispatcher, the EP overlap and CUDA graphs (``moe_dispatcher``, ``moe_a2a_overlap``, ``cuda_graphs``): a
+configuration that states them is checked with :func:`support_status` too.
 """
 
 from __future__ import annotations
@@ -287,6 +287,46 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
         "frameworks_2.md sec. 4.1 (DeepSpeed zero3.rst 'Memory-Centric Tiling'; deepspeed/runtime/zero/tiling.py)",
         lambda c: c.tiles > 1,
     ) for runtime in ("megatron", "megatron-deepspeed", "fsdp")),
+    # --- Full-iteration CUDA graphs (ParallelConfig.cuda_graphs) -----------------------------------
+    *(SupportEntry(
+        runtime, f"{runtime}-cuda-graphs", "refused", "ParallelConfig.cuda_graphs",
+        "the full-iteration CUDA graph is Megatron-Core's (--cuda-graph-impl full_iteration); this runtime's "
+        "training step has no such capture",
+        "set cuda_graphs='none', or framework='megatron'",
+        "megatron-core 0.18 (458c8d0) megatron/core/full_cuda_graph.py:208-232, "
+        "megatron/training/training.py:3291-3298",
+        lambda c: c.cuda_graphs != "none",
+    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
+    SupportEntry(
+        "megatron", "megatron-cuda-graphs-ep-needs-hybridep", "refused", "ParallelConfig.cuda_graphs",
+        "a full-iteration CUDA graph needs static shapes and no host synchronization; with expert parallelism "
+        "only HybridEP with a per-rank token budget (--moe-expert-rank-capacity-factor) sizes its buffers "
+        "statically (the alltoall dispatcher and DeepEP read token counts back on the host every layer)",
+        "set moe_dispatcher='flex-hybridep', or cuda_graphs='none'",
+        "megatron-core 0.18 (458c8d0) token_dispatcher.py:1041-1055 ('HybridEP sizes buffers dynamically (CPU sync "
+        "in dispatch)' without the budget), transformer_config.py:1515-1525 (the budget needs the hybridep backend "
+        "and the Transformer Engine op fuser)",
+        lambda c: c.cuda_graphs != "none" and c.ep > 1 and c.moe_dispatcher != "flex-hybridep",
+    ),
+    SupportEntry(
+        "megatron", "megatron-cuda-graphs-moe-activation-offload", "refused",
+        "ParallelConfig.activation_offload_layers",
+        "with a full-iteration CUDA graph the experts' activations live in the paged stash "
+        "(--moe-paged-stash), which forbids activation offloading",
+        "set activation_offload_layers=0, or cuda_graphs='none'",
+        "megatron-core 0.18 (458c8d0) transformer_config.py:1683-1696 (moe_paged_stash: no cpu_offloading)",
+        lambda c: c.cuda_graphs != "none" and c.ep > 1 and c.activation_offload_layers > 0,
+    ),
+    SupportEntry(
+        "megatron", "megatron-cuda-graphs-fsdp", "untested", "ParallelConfig.cuda_graphs",
+        "a full-iteration CUDA graph with Megatron-FSDP (ZeRO-2/3) passes the parser, but no published run "
+        "shows the two together",
+        "use zero_stage=1 with cuda_graphs='full-iteration', or cuda_graphs='none' with ZeRO-2/3",
+        "audit of the 100 Megatron-Bridge performance rows against their releases' recipes (2026-12-01, "
+        "benchmarks/data/errata.json): the full-iteration rows all use the distributed optimizer; megatron-core "
+        "docs/user-guide/features/megatron_fsdp.md (no CUDA graph section)",
+        lambda c: c.cuda_graphs != "none" and _megatron_fsdp(c),
+    ),
     # --- Fine-grained memory policies (issue 18) ---------------------------------------------------
     SupportEntry(
         "deepspeed", "deepspeed-partial-offload-below-zero3", "refused", "ParallelConfig.optimizer_offload_fraction",

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from search._parallel_spec import MoEDispatcher, Placement
+from search._parallel_spec import CudaGraphs, MoEDispatcher, Placement
 from search._search import Objective
 from service.api._calibration_models import CalibrationUsedOut
 from service.request import BudgetIn, Runtime, SearchIn
@@ -123,6 +123,8 @@ class ParallelConfigOut(_Out):
     moe_dispatcher: MoEDispatcher = Field(default="alltoall", description="MoE token dispatcher: alltoall, "
                                           "flex-deepep or flex-hybridep.")
     moe_a2a_overlap: bool = Field(default=False, description="Megatron-Core --overlap-moe-expert-parallel-comm.")
+    cuda_graphs: CudaGraphs = Field(default="none", description="Megatron-Core's full-iteration CUDA graph "
+                                    "(--cuda-graph-impl full_iteration), or none.")
 
 
 class PredictionOut(_Out):

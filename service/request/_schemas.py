@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from search._cluster_spec import BOUNDS as HARDWARE_BOUNDS  # not re-exported by search: one definition
 from search._fabric import OVERSUBSCRIPTION, RAIL_BYTES_PER_S
-from search._parallel_spec import Framework, MoEDispatcher, Placement, Precision
+from search._parallel_spec import CudaGraphs, Framework, MoEDispatcher, Placement, Precision
 
 Positive = Annotated[int, Field(ge=1)]
 Name = Annotated[str, Field(min_length=1, max_length=100)]
@@ -279,6 +279,10 @@ class ConfigIn(_In):
     moe_a2a_overlap: bool = Field(default=False, description="Megatron-Core --overlap-moe-expert-parallel-comm: one "
                                   "micro-batch's dispatch and combine behind another's compute (ep > 1; vp > 1 "
                                   "when pp > 1; no full recompute).")
+    cuda_graphs: CudaGraphs = Field(default="none", description="Megatron-Core's full-iteration CUDA graph "
+                                    "(--cuda-graph-impl full_iteration): the step's forward and backward replayed "
+                                    "from one graph, no host overhead per micro-batch; an MoE model needs ep > 1 "
+                                    "on flex-hybridep.")
 
 
 class RecipeIn(BaseModel):

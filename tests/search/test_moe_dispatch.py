@@ -157,17 +157,19 @@ def test_the_published_moe_runs_are_read_with_the_dispatcher_their_recipe_ran() 
 
 def test_deepseek_v3_within_15_percent() -> None:
     """DeepSeek-V3's 14 rows (all HybridEP on GB200, GB300 and B300) within the issue's 15 % per family:
-    13.6 % (measured 2026-12-01, third session) once the fitted fixed time is charged per block (and the
-    router's); 24.1 % when it was charged per GEMM, ten per MLA + shared-expert block
-    (search._compute_time.block_overhead_s)."""
+    9.0 % (measured 2026-12-01, third session): 24.1 % when the fitted fixed time was charged per GEMM,
+    ten per MLA + shared-expert block, 13.6 % charged per block and the router's
+    (search._compute_time.block_overhead_s), 9.0 % with the full-iteration CUDA graphs of its seven
+    26.06+ rows read from their recipes (search._predict.microbatch_overhead_s)."""
     assert _family_mape()["DeepSeek-V3 671B"] <= 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="Qwen3-30B-A3B's 14 rows are at 15.3 % (measured 2026-12-01; 13.0 % before the "
-                   "fused-attention share): its HybridEP rows on one GB200/B200 NVLink domain (pp 1, micro-batch 4) "
-                   "run 14-27 % slower than predicted before 26.06 and 9-12 % faster after, with the overlap and "
-                   "graphs the later containers add (docs/cost-model.md, Known limits)")
 def test_qwen3_30b_within_15_percent() -> None:
+    """Qwen3-30B-A3B's 14 rows within the issue's 15 % per family: 14.0 % (measured 2026-12-01, third
+    session) once its three 26.06+ GB200 rows are read with the full-iteration CUDA graph their recipe
+    captures (benchmarks/data/errata.json), which removes the per-micro-batch host overhead; 15.3 %
+    before. Its HybridEP rows on one GB200/B200 NVLink domain before 26.06 still run 14-27 % slower than
+    predicted (docs/cost-model.md, Known limits)."""
     assert _family_mape()["Qwen3-30B-A3B"] <= 0.15
 
 

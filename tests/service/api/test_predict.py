@@ -45,7 +45,8 @@ def test_prediction_is_search_predict_and_the_cli(client: TestClient, auth: dict
                              "offload_optimizer": "none", "offload_param": "none", "tp_comm_overlap": False,
                              "stage_layers": None, "placement": "tp-cp-ep-dp-pp", "tiles": 1,
                              "optimizer_offload_fraction": 1.0, "recompute_layers": None,
-                             "activation_offload_layers": 0, "moe_dispatcher": "alltoall", "moe_a2a_overlap": False}
+                             "activation_offload_layers": 0, "moe_dispatcher": "alltoall", "moe_a2a_overlap": False,
+                             "cuda_graphs": "none"}
     assert (out["model"], out["cluster"], out["num_nodes"], out["world_size"]) == ("llama3-70b", "dgx-h100", 8, 64)
     assert out["profile_id"] is None and out["profile_notes"] == out["profile_warnings"] == []
     assert main(["predict", "--model", "llama3-70b", "--cluster", "dgx-h100", "--nodes", "8", "--tp", "8", "--pp",
