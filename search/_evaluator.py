@@ -15,7 +15,7 @@ from search._cluster_spec import ClusterSpec
 from search._memory_plan import GpuPeak, MemoryPlan, host_breakdown
 from search._model_spec import ModelSpec
 from search._moe_dispatch import SYNCING_DISPATCHERS
-from search._parallel_spec import Framework, ParallelConfig, Placement, Precision, Recompute, TrainingSpec
+from search._parallel_spec import CudaGraphs, Framework, ParallelConfig, Placement, Precision, Recompute, TrainingSpec
 from search._predict import predict, predict_memory, stage_bound_terms
 from search._prediction import Prediction
 from search._ranking import objective_score
@@ -167,7 +167,7 @@ class Evaluator:
         node = self.cluster.node
         order = 0
         for block in blocks:
-            dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt, param, rc, entries, _exchange = block
+            dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt, param, rc, entries, _exchange, _graphs = block
             host = opt != "none" or param != "none"
             # What :meth:`_partial_kinds` can find in this block (it is not asked otherwise).
             refine_fit, refine_miss = rc == "full" or opt == "cpu", pp == 1 and rc == "none"
@@ -367,7 +367,7 @@ class Evaluator:
         return self._bound(cand.framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.micro_batch, c.recompute,
                            c.tp_comm_overlap, c.stage_layers, c.ep, c.etp,
                            c.recompute_layers if recompute_layers == -1 else recompute_layers,
-                           (c.moe_dispatcher, c.moe_a2a_overlap))
+                           (c.moe_dispatcher, c.moe_a2a_overlap), c.cuda_graphs)
 
     def row_bounds(self, rows: FitList) -> list[float]:
         """:meth:`upper_bound_tokens_per_s` of each scanned fitting candidate, without building it."""
@@ -378,11 +378,13 @@ class Evaluator:
         stands in for its own, which enumerated rows leave None)."""
         b = row.block
         return self._bound(row.runtime, b.dp, b.tp, b.pp, b.vp, b.cp, b.sp, row.micro_batch, b.recompute,
-                           b.tp_comm_overlap, b.stage_layers, b.ep, b.etp, recompute_layers, b.moe_exchange)
+                           b.tp_comm_overlap, b.stage_layers, b.ep, b.etp, recompute_layers, b.moe_exchange,
+                           b.cuda_graphs)
 
     def _bound(self, framework: Framework, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int,
                recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int, etp: int,
-               recompute_layers: int | None, moe_exchange: MoEExchange = NO_EXCHANGE) -> float:
+               recompute_layers: int | None, moe_exchange: MoEExchange = NO_EXCHANGE,
+               cuda_graphs: CudaGraphs = "none") -> float:
         # The runtime is part of the key: its kernels (attention) and per-micro-batch costs differ.
         # vp enters the per-micro-batch terms through a host-synchronizing MoE dispatcher's per-chunk host
         # time (search._moe_dispatch.moe_sync_overhead_s) and, with dense first layers, through which ranks
@@ -393,14 +395,15 @@ class Evaluator:
         chunks = vp if moe is not None and (moe.first_dense_layers > 0 or (
             ep > 1 and moe_exchange[0] in SYNCING_DISPATCHERS)) else 1
         key = (tp, cp, sp, pp, micro_batch, recompute, tp_comm_overlap, framework, stage_layers, ep, etp,
-               recompute_layers, moe_exchange, chunks)
+               recompute_layers, moe_exchange, chunks, cuda_graphs)
         terms = self._bound_cache.get(key)
         if terms is None:
             # dp, ZeRO and offloads do not enter the per-micro-batch terms (the expert degrees do).
             one = ParallelConfig.trusted(1, tp, pp, chunks, cp, sp, micro_batch, 0, "none", "none", recompute,
                                          tp_comm_overlap=tp_comm_overlap, stage_layers=stage_layers, ep=ep,
                                          etp=etp, recompute_layers=recompute_layers,
-                                         moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1])
+                                         moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1],
+                                         cuda_graphs=cuda_graphs)
             training = self._one_micro_batch.get((framework, micro_batch))
             if training is None:  # a TrainingSpec validates itself on creation: one per runtime and size
                 training = replace(self.trainings[framework], global_batch=micro_batch)

@@ -31,6 +31,7 @@ def describe(framework: str, c: ParallelConfig) -> str:
             + (f" ep={c.ep}" if c.ep > 1 else "") + (f" etp={c.etp}" if c.etp > 1 else "")
             + (f" {c.moe_dispatcher}" if c.moe_dispatcher != "alltoall" else "")
             + (" ep-overlap" if c.moe_a2a_overlap else "")
+            + (" cuda-graph" if c.cuda_graphs != "none" else "")
             + (" tp-overlap" if c.tp_comm_overlap else "")
             + (f" order={c.placement}" if c.placement != "tp-cp-ep-dp-pp" else "")
             + f" mb={c.micro_batch} zero={c.zero_stage}{offload} recompute={recompute}"
@@ -67,7 +68,7 @@ def complexity(framework: str, c: ParallelConfig) -> tuple[int, int, int, int]:
     figures a measured profile should replace and on few published runs; parallel dimensions in
     use beyond data parallelism: tp, pp, vp, cp, ep, etp; other departures from the runtime's defaults:
     ZeRO-2/3, recomputation, TP overlap, memory-centric tiling, a non-default placement; not the MoE token
-    dispatcher and EP overlap, which a search asks for as a whole and runs wherever it can). Lower is
+    dispatcher, the EP overlap and CUDA graphs, which a search asks for as a whole and runs wherever it can). Lower is
     simpler; among configurations the model cannot tell apart, the simpler ranks first."""
     untested = int(support_status(framework, c) == "untested")
     offloads = (c.offload_optimizer != "none") + (c.offload_param != "none")

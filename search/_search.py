@@ -23,8 +23,10 @@ from search._evaluator import Evaluator, ProgressFn
 from search._model_spec import ModelSpec
 from search._parallel_spec import (
     BLACKWELL_PRECISIONS,
+    CUDA_GRAPHS,
     MAX_MTP_WITH_EP_OVERLAP,
     MOE_DISPATCHERS,
+    CudaGraphs,
     Framework,
     MoEDispatcher,
     ParallelConfig,
@@ -57,7 +59,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
            calibration: Calibration | None = None, min_headroom_bytes: float = 0.0,
            allow_untested: bool = False, allow_tiling: bool = False,
            host_safety_factor: float = 1.0, grad_reduce_in_bf16: bool = False,
-           moe_dispatcher: MoEDispatcher = "alltoall", moe_a2a_overlap: bool = False) -> SearchResult:
+           moe_dispatcher: MoEDispatcher = "alltoall", moe_a2a_overlap: bool = False,
+           cuda_graphs: CudaGraphs = "none") -> SearchResult:
     """Rank the configurations of ``model`` on ``cluster`` for ``global_batch`` sequences per step.
 
     ``framework`` is a runtime or ``any``; ``objective`` is ``throughput`` (max tokens/s),
@@ -71,7 +74,10 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     Megatron-Core only: restricts ``any`` to ``megatron``); ``moe_dispatcher`` and ``moe_a2a_overlap`` run
     the flex token dispatcher (its DeepEP or HybridEP backend installed) and the EP all-to-all overlap in
     every expert-parallel configuration that can (:func:`search._space.moe_exchange_of`; an MoE model,
-    Megatron-Core only).
+    Megatron-Core only); ``cuda_graphs`` ``full-iteration`` captures each step in Megatron-Core's
+    full-iteration CUDA graph wherever a configuration runs it supported
+    (:func:`search._space.cuda_graphs_of`: not Megatron-FSDP, and MoE only on HybridEP; restricts ``any``
+    to ``megatron``).
     Raises :class:`SpecError` on invalid arguments.
     """
     import optuna
@@ -101,10 +107,12 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
                                    f"is a Megatron-Core option (--grad-reduce-in-bf16), not {framework}'s",
                                    "use framework 'megatron' (or 'any'), or leave it false")
     framework = check_moe_exchange(model, framework, moe_dispatcher, moe_a2a_overlap)
+    framework = check_cuda_graphs(framework, cuda_graphs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
     space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
-                            allow_tiling=allow_tiling, moe_exchange=(moe_dispatcher, moe_a2a_overlap))
+                            allow_tiling=allow_tiling, moe_exchange=(moe_dispatcher, moe_a2a_overlap),
+                            cuda_graphs=cuda_graphs)
     ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour, min_headroom_bytes,
                    host_safety_factor, grad_reduce_in_bf16)
     name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
@@ -178,6 +186,18 @@ def check_moe_exchange(model: ModelSpec, framework: FrameworkTarget, moe_dispatc
                           "use framework 'megatron' (or 'any'), or leave it at its default")
 
 
+def check_cuda_graphs(framework: FrameworkTarget, cuda_graphs: str) -> FrameworkTarget:
+    """The runtime a search with this CUDA graph ranks: ``megatron`` for a full-iteration graph (``any``
+    narrows to it); a :class:`SpecError` naming the field for an unknown value or another runtime."""
+    if cuda_graphs not in CUDA_GRAPHS:
+        raise SpecError("cuda_graphs", f"{cuda_graphs!r} is not a CUDA graph autopar costs",
+                        f"use one of: {', '.join(CUDA_GRAPHS)}")
+    if cuda_graphs == "none":
+        return framework
+    return _megatron_only(framework, "cuda_graphs", f"is a Megatron-Core option (--cuda-graph-impl "
+                          f"full_iteration), not {framework}'s", "use framework 'megatron' (or 'any'), or 'none'")
+
+
 def _megatron_only(framework: FrameworkTarget, field: str, problem: str, fix: str) -> FrameworkTarget:
     """``megatron`` for an input only Megatron-Core runs: a search of ``any`` narrows to it, another
     runtime is refused (a :class:`SpecError` on ``field``)."""
@@ -239,5 +259,5 @@ def _hints(ev: Evaluator, model: ModelSpec, cluster: ClusterSpec, global_batch: 
     return tuple(hints)
 
 
-__all__ = ["DEFAULT_MAX_EXHAUSTIVE", "OBJECTIVES", "check_moe_exchange", "describe", "objective_score",
-           "pareto_front", "search"]
+__all__ = ["DEFAULT_MAX_EXHAUSTIVE", "OBJECTIVES", "check_cuda_graphs", "check_moe_exchange", "describe",
+           "objective_score", "pareto_front", "search"]

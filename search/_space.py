@@ -64,7 +64,7 @@ from typing import Literal, NamedTuple, get_args
 from search._checks import divisors
 from search._errors import SpecError
 from search._model_spec import ModelSpec
-from search._parallel_spec import Framework, MoEDispatcher, Offload, ParallelConfig, Placement, Recompute
+from search._parallel_spec import CudaGraphs, Framework, MoEDispatcher, Offload, ParallelConfig, Placement, Recompute
 from search._pipeline_layout import Layout, last_stage_extra_layers, pipeline_options
 from search._support import SupportStatus, cached_status, model_entries_for, model_status
 from search._tiling import TILE_COUNTS
@@ -111,6 +111,18 @@ def moe_exchange_of(asked: MoEExchange, pp: int, vp: int, ep: int, etp: int, rec
             overlap and recompute != "full" and (pp == 1 or vp > 1))
 
 
+def cuda_graphs_of(asked: CudaGraphs, moe: bool, ep: int, zero_stage: int, exchange: MoEExchange) -> CudaGraphs:
+    """The CUDA graph a search asked for, where a configuration runs it supported (Megatron-Core only:
+    :func:`search._search.check_cuda_graphs` narrows the runtime): not with Megatron-FSDP (ZeRO-2/3,
+    untested), and for an MoE model only with expert parallelism on HybridEP (:mod:`search._support`);
+    else none."""
+    if asked == "none" or zero_stage >= 2:
+        return "none"
+    if moe and (ep == 1 or exchange[0] != "flex-hybridep"):
+        return "none"
+    return asked
+
+
 Variant = tuple[Framework, Placement, int]
 """(runtime, placement, tiles) of one candidate of a :class:`Block` at one micro-batch."""
 DEFAULT_PLACEMENT: Placement = "tp-cp-ep-dp-pp"
@@ -139,13 +151,16 @@ class Block(NamedTuple):
     """(micro-batch, its variants in order), the micro-batch ascending."""
     moe_exchange: MoEExchange = ("alltoall", False)
     """(moe_dispatcher, moe_a2a_overlap) of the block's configurations (:func:`moe_exchange_of`)."""
+    cuda_graphs: CudaGraphs = "none"
+    """The block's CUDA graph (:func:`cuda_graphs_of`)."""
 
     def config(self, micro_batch: int, placement: Placement = DEFAULT_PLACEMENT, tiles: int = 1) -> ParallelConfig:
         return ParallelConfig.trusted(self.dp, self.tp, self.pp, self.vp, self.cp, self.sp, micro_batch,
                                       self.zero_stage, self.offload_optimizer, self.offload_param, self.recompute,
                                       tp_comm_overlap=self.tp_comm_overlap, stage_layers=self.stage_layers,
                                       ep=self.ep, etp=self.etp, placement=placement, tiles=tiles,
-                                      moe_dispatcher=self.moe_exchange[0], moe_a2a_overlap=self.moe_exchange[1])
+                                      moe_dispatcher=self.moe_exchange[0], moe_a2a_overlap=self.moe_exchange[1],
+                                      cuda_graphs=self.cuda_graphs)
 
     def candidates(self) -> Iterator[Candidate]:
         """The block's candidates in the space's order; runtimes of one micro-batch share one configuration."""
@@ -334,6 +349,7 @@ def enumerate_space(
     allow_untested: bool = False,
     allow_tiling: bool = False,
     moe_exchange: MoEExchange = NO_EXCHANGE,
+    cuda_graphs: CudaGraphs = "none",
 ) -> Space:
     """Every valid, de-duplicated configuration of ``model`` on ``world_size`` GPUs.
 
@@ -343,7 +359,8 @@ def enumerate_space(
     ``refused`` ones always. ``allow_tiling`` adds DeepSpeed ZeRO-3 configurations with
     memory-centric tiling (:data:`search._tiling.TILE_COUNTS`; the model code must use
     ``TiledLinear``, so it is the caller's choice). ``moe_exchange`` is the MoE token dispatcher and
-    EP overlap to run where a configuration can (:func:`moe_exchange_of`). Raises :class:`SpecError`
+    EP overlap to run where a configuration can (:func:`moe_exchange_of`), ``cuda_graphs`` the CUDA graph
+    (:func:`cuda_graphs_of`). Raises :class:`SpecError`
     for an unknown framework target or a bad argument.
     """
     if not isinstance(model, ModelSpec):
@@ -356,6 +373,7 @@ def enumerate_space(
 
     world_divisors = divisors(world_size)
     flash = model.attention == "flash"
+    moe = model.moe is not None
     tps = [t for t in world_divisors if _tp_divides(model, t)]
     pps = [p for p in world_divisors if p <= model.layers + 2]  # the embedding and head can fill a stage
     head_w = round(last_stage_extra_layers(model), 3)
@@ -423,9 +441,10 @@ def enumerate_space(
                                                                      sum(len(v) for _mb, v in entries))
                                 if entries_n[0]:
                                     n_valid += entries_n[1]
+                                    exchange = moe_exchange_of(moe_exchange, pp, vp, ep, etp, rc)
                                     blocks.append(Block(dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt,
-                                                        param, rc, entries_n[0],
-                                                        moe_exchange_of(moe_exchange, pp, vp, ep, etp, rc)))
+                                                        param, rc, entries_n[0], exchange,
+                                                        cuda_graphs_of(cuda_graphs, moe, ep, zero, exchange)))
 
     n_micro = len(mbs) if mbs is not None else len(divisors(global_batch))
     size = (len(runtimes) * len(world_divisors) ** 3 * len(divisors(model.layers)) * 3 * n_micro

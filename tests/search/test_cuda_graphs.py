@@ -107,3 +107,48 @@ def test_the_rows_whose_recipe_captured_a_full_iteration_graph_are_read_with_it(
     assert sum(1 for i in graphed if "deepseek" in i) == 7 and sum(1 for i in graphed if "qwen3-30b" in i) == 3
     assert all(i.startswith(("mbridge-26.06", "mbridge-26.08")) for i in graphed if "llama" not in i)
     assert {e.id for e in applied if "cuda_graphs" in e.corrected} == graphed
+
+
+def test_a_search_with_the_graph_runs_it_wherever_it_is_supported_and_stays_exact() -> None:
+    """Every enumerated Megatron configuration but Megatron-FSDP's gets the graph; the bound includes
+    it (the answer equals a brute-force pass over the same space), and no eager configuration is slower
+    than its graphed twin."""
+    from search import describe, enumerate_space, search
+
+    model, cluster = model_preset("gpt-1.7b"), cluster_preset("dgx-a100-80gb", 1)
+    result = search(model, cluster, 64, framework="any", top_k=5, cuda_graphs="full-iteration")
+    assert result.framework == "megatron" and result.exhaustive
+    space = enumerate_space(model, 8, 64, "megatron", cuda_graphs="full-iteration")
+    configs = [cand.config for cand in space.candidates]
+    assert {c.cuda_graphs for c in configs if c.zero_stage < 2} == {"full-iteration"}
+    assert {c.cuda_graphs for c in configs if c.zero_stage >= 2} == {"none"}
+    feasible = sorted((p.tokens_per_s for p in (predict(model, cluster, c, TrainingSpec(64)) for c in configs)
+                       if p.feasible), reverse=True)
+    assert max(r.prediction.tokens_per_s for r in result.top) == pytest.approx(feasible[0], rel=1e-12)
+    eager = search(model, cluster, 64, framework="megatron", top_k=5)
+    assert max(r.prediction.tokens_per_s for r in result.top) > max(r.prediction.tokens_per_s for r in eager.top)
+    assert all("cuda-graph" in describe(r.framework, r.config) for r in result.top if r.config.zero_stage < 2)
+
+
+def test_a_moe_search_graphs_only_its_hybridep_expert_layouts() -> None:
+    from search import enumerate_space
+
+    qwen = model_preset("qwen3-30b-a3b")
+    space = enumerate_space(qwen, 16, 256, "megatron", moe_exchange=("flex-hybridep", False),
+                            cuda_graphs="full-iteration")
+    graphs = {(c.ep > 1, c.moe_dispatcher, c.zero_stage >= 2, c.cuda_graphs) for c in
+              (cand.config for cand in space.candidates)}
+    assert (True, "flex-hybridep", False, "full-iteration") in graphs
+    assert all(g == "none" for ep, _d, fsdp, g in graphs if not ep or fsdp)
+    for cand in space.candidates:
+        check_compatible(qwen, 16, cand.config, TrainingSpec(256, precision="fp8"))
+
+
+def test_a_search_refuses_an_unknown_graph_or_another_runtime_naming_the_field() -> None:
+    from search import search
+
+    cluster = cluster_preset("dgx-a100-80gb", 1)
+    with pytest.raises(SpecError, match="cuda_graphs"):
+        search(LLAMA, cluster, 64, cuda_graphs="per-layer")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="cuda_graphs"):
+        search(LLAMA, cluster, 64, framework="fsdp", cuda_graphs="full-iteration")
