@@ -51,6 +51,12 @@ class LaunchRequest:
             raise SpecError("TrainingSpec.precision", f"{self.training.precision} is costed and emitted for "
                             f"Megatron-Core only, not {self.training.framework}",
                             "use framework megatron, or precision fp8 / bf16")
+        # The full-iteration CUDA graph is Megatron-Core's (--cuda-graph-impl full_iteration; the support matrix's
+        # '<runtime>-cuda-graphs' entries): another runtime's launch file would run the step without it.
+        if self.config.cuda_graphs != "none" and self.training.framework != "megatron":
+            raise SpecError("ParallelConfig.cuda_graphs", f"the {self.config.cuda_graphs} CUDA graph is costed and "
+                            f"emitted for Megatron-Core only, not {self.training.framework}",
+                            "use framework megatron, or cuda_graphs='none'")
         # A value that becomes a program path or argument must not act as an option: torchrun takes
         # the last --rdzv-endpoint, so a train_script "--rdzv-endpoint=attacker:29400" would move the
         # rendezvous although every shell value is quoted (issue 17, found by an adversarial probe).

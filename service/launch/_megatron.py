@@ -179,6 +179,8 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
         # The main-grad buffer and the data-parallel reduction in bf16 (arguments.py: without the flag,
         # bf16 training sets accumulate_allreduce_grads_in_fp32).
         args.append(_require("--grad-reduce-in-bf16", "bf16 gradient reduction"))
+    graph, graph_notes = cuda_graph_args(c)
+    args += graph
     args += shape_args(m, MEGATRON_SPELLING)
     if m.moe is not None and request.cluster.gpu.bf16_flop_per_s is None:  # no bf16: before Ampere (sm_80)
         raise SpecError("ClusterSpec.gpu", f"{request.cluster.gpu.name}: Megatron's grouped expert GEMMs "
@@ -187,7 +189,59 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
     model, model_notes = expert_args(m, c)
     settings, notes = model_settings(m, c.tp, MEGATRON_RECIPE)
     recipe, recipe_notes = recipe_args(request, MEGATRON_RECIPE)
-    return [*args, *model, *settings, *recipe], [*model_notes, *notes, *recipe_notes]
+    return [*args, *model, *settings, *recipe], [*graph_notes, *model_notes, *notes, *recipe_notes]
+
+
+RANK_CAPACITY_FACTOR = 1.5
+"""``--moe-expert-rank-capacity-factor`` with a full-iteration CUDA graph: the static per-rank token budget
+HybridEP needs to size its buffers without a host sync (megatron-core 0.18 (458c8d0) ``token_dispatcher.py:
+1041-1055``), as the 26.06+ Megatron-Bridge MoE recipes set it (``moe_expert_rank_capacity_factor=1.5``
+with ``moe_paged_stash=True``)."""
+
+
+def cuda_graph_args(c: ParallelConfig) -> tuple[list[str], list[str]]:
+    """(arguments, notes) of the configuration's CUDA graph: nothing without one; for the full-iteration
+    graph ``--cuda-graph-impl full_iteration`` (megatron-core 0.18 (458c8d0) ``transformer_config.py:927-940``;
+    ``full_cuda_graph.py:208-232`` captures the forward-backward schedule once) with
+    ``--no-check-for-nan-in-loss-and-grad``, which 0.19's validate_args requires with it (the NaN check reads
+    the loss on the host; Megatron-Bridge turns it off too, ``training/config.py:1453-1457`` @ v0.3.0).
+    The MoE part (the per-rank budget, the paged stash) is :func:`expert_args`'."""
+    if c.cuda_graphs == "none":
+        return [], []
+    what = "the full-iteration CUDA graph"
+    args = [_require("--cuda-graph-impl", what), "full_iteration",
+            _require("--no-check-for-nan-in-loss-and-grad", what)]
+    notes = ["the full-iteration CUDA graph is captured after --cuda-graph-warmup-steps (Megatron's default, 3) "
+             "eager steps; the loss is not checked for NaN on the host (--no-check-for-nan-in-loss-and-grad)"]
+    if c.zero_stage >= 2:
+        notes.append("the full-iteration CUDA graph with Megatron-FSDP passes Megatron's checks, but no published "
+                     "run shows the two together (untested)")
+    return args, notes
+
+
+def _graphed_expert_args(c: ParallelConfig) -> tuple[list[str], list[str]]:
+    """An MoE model's part of the full-iteration CUDA graph: HybridEP's static per-rank token budget
+    (``--moe-expert-rank-capacity-factor``, which needs the hybridep backend and
+    ``--use-transformer-engine-op-fuser``: megatron-core 0.18 (458c8d0) ``transformer_config.py:1515-1525``) and
+    the paged stash for the experts' activations (``--moe-paged-stash``, which forbids activation offloading:
+    ``transformer_config.py:1683-1696``), as the 26.06+ Megatron-Bridge MoE recipes run it."""
+    if c.ep == 1 or c.moe_dispatcher != "flex-hybridep":
+        raise SpecError("ParallelConfig.cuda_graphs", f"a full-iteration CUDA graph of an MoE model with ep={c.ep} "
+                        f"and the {c.moe_dispatcher} dispatcher: only HybridEP's static per-rank budget keeps the "
+                        "token exchange off the host (megatron-core 0.18 token_dispatcher.py:1041-1055)",
+                        "set ep >= 2 with moe_dispatcher='flex-hybridep', or cuda_graphs='none'")
+    if c.activation_offload_layers:
+        raise SpecError("ParallelConfig.activation_offload_layers", "the paged stash a graphed MoE model keeps its "
+                        "experts' activations in forbids activation offloading (transformer_config.py:1683-1696)",
+                        "set activation_offload_layers=0, or cuda_graphs='none'")
+    what = "an MoE model's full-iteration CUDA graph"
+    args = [_require("--moe-expert-rank-capacity-factor", what), number(RANK_CAPACITY_FACTOR),
+            _require("--moe-paged-stash", what), _require("--use-transformer-engine-op-fuser", what)]
+    notes = [f"HybridEP's per-rank token budget (--moe-expert-rank-capacity-factor {RANK_CAPACITY_FACTOR:g}) drops "
+             "the tokens over it; in the rare step that overflows it, megatron-core's PagedStashRunner re-runs the "
+             "forward-backward without the budget, the stash and the graph (paged_stash.py), a slower step the cost "
+             "model does not cost (it costs every step dropless, in the graph)"]
+    return args, notes
 
 
 AUX_LOSS_COEFF = 1e-2
@@ -246,6 +300,10 @@ def expert_args(m: ModelSpec, c: ParallelConfig) -> tuple[list[str], list[str]]:
                          "package (DeepEP; HybridEP is its hybrid-ep branch) in the training image")
         if c.moe_a2a_overlap:  # costed without --delay-wgrad-compute, which the recipes add: not emitted
             args.append("--overlap-moe-expert-parallel-comm")
+        if c.cuda_graphs == "full-iteration":
+            graph, graph_notes = _graphed_expert_args(c)
+            args += graph
+            notes += graph_notes
         if moe.topk == 1:  # transformer_config.py: softmax over one logit has no gradient
             args.append("--moe-router-pre-softmax")
         if moe.router_load == "force-balanced":  # random logits (a benchmark): no loss to balance them

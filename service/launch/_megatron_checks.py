@@ -138,6 +138,7 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
         raise SpecError(_FIELD, f"hidden size ({hidden}) is not divisible by the attention heads ({heads}) and "
                         "--kv-channels is not given (validate_args)", "give the head width as --kv-channels")
     _check_experts(v, world_size, tp, pp, layers)
+    _check_cuda_graphs(v)
     _check_latent_attention(v)
     check_recipe_args(v, _FIELD)
     int_value(v, "--rotary-base", None)  # type=int in arguments.py
@@ -266,6 +267,69 @@ def _check_ep_overlap(v: dict[str, str | None], ep: int, pp: int, dispatcher: st
     if pp > 1 and _virtual_stages(v, pp, layers) <= 1:
         raise SpecError(_FIELD, "overlap_moe_expert_parallel_comm with pipeline parallelism needs the interleaved "
                         "schedule (virtual pipeline stages)", "give virtual stages, or drop the overlap")
+
+
+_GRAPH_IMPLS = ("none", "local", "transformer_engine", "full_iteration")
+"""``--cuda-graph-impl``'s choices (megatron-core 0.19 ``transformer_config.py``: a ``Literal``, which
+``argument_utils.py`` turns into argparse choices)."""
+
+
+def _check_cuda_graphs(v: dict[str, str | None]) -> None:
+    """The full-iteration CUDA graph's rules: megatron-core 0.19's (``arguments.py:1195-1197``: no NaN check
+    of the loss; ``arguments.py:1888-1890``: no ``--cuda-graph-modules``; ``transformer_config.py:1692-1705``:
+    the per-rank budget needs the hybridep (or ncclep) backend, with hybridep the Transformer Engine op
+    fuser; ``transformer_config.py:1904-1911``: the paged stash needs the budget and forbids activation
+    offloading; ``transformer_config.py:2521-2566``: no recomputed module that draws dropout inside the
+    graph) and autopar's: with expert parallelism the graph needs HybridEP with its static per-rank budget
+    (megatron-core 0.18 (458c8d0) ``token_dispatcher.py:1041-1055``: without it HybridEP sizes its buffers on
+    the host every layer; :mod:`search._support` ``megatron-cuda-graphs-ep-needs-hybridep``)."""
+    impl = v.get("--cuda-graph-impl") or "none"
+    if impl not in _GRAPH_IMPLS:
+        raise SpecError(_FIELD, f"--cuda-graph-impl {impl!r} is not one of {', '.join(_GRAPH_IMPLS)}",
+                        "give one of them")
+    budget = float_value(v, "--moe-expert-rank-capacity-factor", _FIELD)
+    backend = v.get("--moe-flex-dispatcher-backend") or "deepep"
+    if budget is not None and backend not in ("hybridep", "ncclep"):
+        raise SpecError(_FIELD, "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to be "
+                        "'hybridep' or 'ncclep'", "give --moe-flex-dispatcher-backend hybridep, or drop the factor")
+    if budget is not None and backend == "hybridep" and "--use-transformer-engine-op-fuser" not in v:
+        raise SpecError(_FIELD, "moe_expert_rank_capacity_factor with the 'hybridep' backend requires "
+                        "use_transformer_engine_op_fuser to be enabled", "add --use-transformer-engine-op-fuser")
+    if "--moe-paged-stash" in v:
+        if (int_value(v, "--cpu-offloading-num-layers", 0) or 0) > 0:
+            raise SpecError(_FIELD, "moe_paged_stash cannot be enabled with cpu_offloading "
+                            "(--cpu-offloading-num-layers)", "drop --cpu-offloading-num-layers or --moe-paged-stash")
+        if budget is None:
+            raise SpecError(_FIELD, "moe_paged_stash requires moe_expert_rank_capacity_factor to be set",
+                            "give --moe-expert-rank-capacity-factor, or drop --moe-paged-stash")
+    if impl != "full_iteration":
+        return
+    if "--no-check-for-nan-in-loss-and-grad" not in v:
+        raise SpecError(_FIELD, "--no-check-for-nan-in-loss-and-grad should be set with "
+                        "--cuda-graph-impl=full_iteration for training", "add --no-check-for-nan-in-loss-and-grad")
+    if "--cuda-graph-modules" in v or "--cuda-graph-scope" in v:
+        raise SpecError(_FIELD, "--cuda-graph-modules must be empty when --cuda-graph-impl=full_iteration",
+                        "drop --cuda-graph-modules (and the deprecated --cuda-graph-scope)")
+    ep = int_value(v, "--expert-model-parallel-size", 1) or 1
+    if ep > 1 and (v.get("--moe-token-dispatcher-type") != "flex" or backend != "hybridep"):
+        raise SpecError(_FIELD, "a full-iteration CUDA graph with expert parallelism needs the flex dispatcher's "
+                        "hybridep backend (the alltoall dispatcher and DeepEP read token counts back on the host "
+                        "every layer)", "give --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep, "
+                        "or drop --cuda-graph-impl full_iteration")
+    if ep > 1 and budget is None:
+        raise SpecError(_FIELD, "a full-iteration CUDA graph with expert parallelism needs HybridEP's static per-rank "
+                        "budget (without it HybridEP sizes its buffers on the host every layer)",
+                        "give --moe-expert-rank-capacity-factor (the recipes' 1.5)")
+    if v.get("--recompute-granularity") == "selective":
+        modules = str(v.get("--recompute-modules") or "core_attn").split()
+        drops = {"core_attn": float_value(v, "--attention-dropout", _FIELD),
+                 "mlp": float_value(v, "--hidden-dropout", _FIELD), "moe": float_value(v, "--hidden-dropout", _FIELD)}
+        for module in modules:
+            rate = drops.get(module, 0.0)
+            if rate is None or rate != 0.0:  # megatron's dropout defaults to 0.1
+                raise SpecError(_FIELD, f"recomputing {module!r} draws dropout inside the full-iteration CUDA graph, "
+                                "which megatron-core refuses (graphed recomputation takes no random numbers)",
+                                f"give its dropout 0, or recompute without {module!r}")
 
 
 def _mixed_layers(v: dict[str, str | None], layers: int | None) -> bool:
