@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from search import ClusterSpec, HardwareProfile, SpecError, apply_profile, staleness
-from search._parallel_spec import FRAMEWORKS, MOE_DISPATCHERS, PRECISIONS
+from search._parallel_spec import CUDA_GRAPHS, FRAMEWORKS, MOE_DISPATCHERS, PRECISIONS
 from service._calibrate_cli import CALIBRATION_HELP, cli_calibration
 from service._cli_output import EXIT_CODES_HELP, EXIT_INFEASIBLE, EXIT_OK
 from service._emit_cli import add_emit_arguments, emit
@@ -84,6 +84,10 @@ def add_search_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--moe-a2a-overlap", action="store_true",
                    help="MoE models, Megatron-Core: --overlap-moe-expert-parallel-comm wherever a configuration "
                         "allows it (no full recompute; vp > 1 when pp > 1)")
+    p.add_argument("--cuda-graphs", default="none", choices=CUDA_GRAPHS,
+                   help="Megatron-Core's full-iteration CUDA graph (--cuda-graph-impl full_iteration) wherever a "
+                        "configuration runs it (not Megatron-FSDP; MoE only with ep > 1 on flex-hybridep); narrows "
+                        "--framework any to megatron (default: none)")
     p.add_argument("--allow-tiling", action="store_true",
                    help="also rank DeepSpeed ZeRO-3 with memory-centric tiling (the model code must use "
                         "deepspeed.zero.TiledLinear)")
@@ -232,7 +236,8 @@ def run_search(args: argparse.Namespace) -> int:
                           min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
                           allow_untested=args.allow_untested, calibration=chosen.calibration,
                           allow_tiling=args.allow_tiling, host_safety_factor=args.host_safety_factor,
-                          moe_dispatcher=args.moe_dispatcher, moe_a2a_overlap=args.moe_a2a_overlap)
+                          moe_dispatcher=args.moe_dispatcher, moe_a2a_overlap=args.moe_a2a_overlap,
+                          cuda_graphs=args.cuda_graphs)
 
     if args.versus:
         if node_counts is not None and len(node_counts) > 1:
@@ -252,7 +257,7 @@ def run_search(args: argparse.Namespace) -> int:
                     min_headroom_bytes=_headroom_bytes(args.min_headroom, cluster.gpu.memory_bytes),
                     allow_untested=args.allow_untested, allow_tiling=args.allow_tiling,
                     host_safety_factor=args.host_safety_factor, moe_dispatcher=args.moe_dispatcher,
-                    moe_a2a_overlap=args.moe_a2a_overlap)))
+                    moe_a2a_overlap=args.moe_a2a_overlap, cuda_graphs=args.cuda_graphs)))
         if args.json:
             print(json.dumps([versus_row(spec, cluster, r) for spec, cluster, r in answers], indent=2))
         else:

@@ -40,7 +40,7 @@ def what_if_row(result: SearchResult, tokens: float | None) -> dict[str, Any]:
 # leave lowest priority first (a layout column that reads the same on every row before any other).
 _KEEP = frozenset({"rank", "framework", "dp", "tp", "pp", "mb", "zero", "tokens/s", "peak GiB", "$/M tokens"})
 _PRIORITY = {"bottleneck": 0, "iteration s": 1, "MFU": 2, "recompute": 3, "sp": 4, "vp": 5, "cp": 6,
-             "offload (opt/param)": 7, "ep": 8, "etp": 8, "order": 8}
+             "offload (opt/param)": 7, "ep": 8, "etp": 8, "order": 8, "cuda graph": 8}
 _LEFT = frozenset({"framework", "offload (opt/param)", "recompute", "bottleneck"})
 
 
@@ -65,8 +65,9 @@ def print_result(result: SearchResult, args: argparse.Namespace) -> None:
     moe = any(r.config.ep > 1 or r.config.etp > 1 for r in result.top)
     placed = any(r.config.placement != "tp-cp-ep-dp-pp" for r in result.top)  # Megatron's --use-tp-pp-dp-mapping
     exchange = any(r.config.moe_dispatcher != "alltoall" or r.config.moe_a2a_overlap for r in result.top)
+    graphed = any(r.config.cuda_graphs != "none" for r in result.top)  # Megatron's --cuda-graph-impl
     columns = ["rank", "framework", "dp", "tp", "pp", "vp", "cp", *(["ep", "etp"] * moe),
-               *(["token exchange"] * exchange), *(["order"] * placed),
+               *(["token exchange"] * exchange), *(["cuda graph"] * graphed), *(["order"] * placed),
                "sp", "mb", "zero",
                "offload (opt/param)", "recompute", "tokens/s", "MFU", "iteration s", "peak GiB", "bottleneck",
                *(["$/M tokens"] * cost)]
@@ -74,7 +75,8 @@ def print_result(result: SearchResult, args: argparse.Namespace) -> None:
     for r in result.top:
         c, p = r.config, r.prediction
         rows.append([str(r.rank), r.framework, str(c.dp), str(c.tp), str(c.pp), str(c.vp), str(c.cp),
-                     *([str(c.ep), str(c.etp)] * moe), *([_exchange(c)] * exchange), *([c.placement] * placed),
+                     *([str(c.ep), str(c.etp)] * moe), *([_exchange(c)] * exchange),
+                     *([c.cuda_graphs if c.cuda_graphs != "none" else "-"] * graphed), *([c.placement] * placed),
                      ("yes+ovl" if c.tp_comm_overlap else "yes") if c.sp else "-", str(c.micro_batch),
                      str(c.zero_stage),
                      "-" if c.offload_optimizer == c.offload_param == "none" else

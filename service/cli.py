@@ -33,7 +33,15 @@ from search import (
 )
 from search._fabric import fabric_dict
 from search._model_presets import MODEL_PRESETS
-from search._parallel_spec import FRAMEWORKS, MOE_DISPATCHERS, OFFLOADS, PLACEMENTS, PRECISIONS, RECOMPUTES
+from search._parallel_spec import (
+    CUDA_GRAPHS,
+    FRAMEWORKS,
+    MOE_DISPATCHERS,
+    OFFLOADS,
+    PLACEMENTS,
+    PRECISIONS,
+    RECOMPUTES,
+)
 from service._admin_cli import add_admin_parsers
 from service._calibrate_cli import CALIBRATION_HELP, add_calibrate_parser, cli_calibration
 from service._cli_output import (
@@ -87,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "backend (default: alltoall)")
     p.add_argument("--moe-a2a-overlap", action="store_true",
                    help="Megatron-Core --overlap-moe-expert-parallel-comm (ep > 1; vp > 1 when pp > 1)")
+    p.add_argument("--cuda-graphs", default="none", choices=CUDA_GRAPHS,
+                   help="Megatron-Core's full-iteration CUDA graph (--cuda-graph-impl full_iteration): no host "
+                        "overhead per micro-batch; an MoE model needs ep > 1 on flex-hybridep (default: none)")
     p.add_argument("--sp", action="store_true", help="Megatron sequence parallelism (needs tp > 1)")
     p.add_argument("--tp-comm-overlap", action="store_true",
                    help="Megatron-Core --tp-comm-overlap: TP collectives pipelined with GEMMs (needs --sp)")
@@ -162,7 +173,7 @@ def parallel_config(args: argparse.Namespace, world_size: int) -> ParallelConfig
         offload_param=args.offload_param, recompute=args.recompute, tp_comm_overlap=args.tp_comm_overlap,
         stage_layers=args.stage_layers, optimizer_offload_fraction=args.offload_fraction,
         recompute_layers=args.recompute_layers, activation_offload_layers=args.activation_offload_layers,
-        tiles=args.tiles, placement=args.placement,
+        tiles=args.tiles, placement=args.placement, cuda_graphs=args.cuda_graphs,
     )
     # The expert degrees fold into tp*cp*dp: set them once dp is known.
     experts = {"ep": args.ep, "etp": args.etp, "moe_dispatcher": args.moe_dispatcher,
@@ -194,6 +205,7 @@ def _policies(c: ParallelConfig) -> str:
              f" tiles={c.tiles}" if c.tiles > 1 else "",
              f" dispatcher={c.moe_dispatcher}" if c.moe_dispatcher != "alltoall" else "",
              " ep-overlap" if c.moe_a2a_overlap else "",
+             f" cuda-graph={c.cuda_graphs}" if c.cuda_graphs != "none" else "",
              f" placement={c.placement}" if c.placement != "tp-cp-ep-dp-pp" else ""]
     return "".join(parts)
 
