@@ -30,7 +30,7 @@ from search import (
 )
 from search._fabric import NON_BLOCKING, fabric_dict, fabric_from_dict
 from search._predict import check_precision
-from search._search import check_moe_exchange
+from search._search import check_cuda_graphs, check_moe_exchange
 from service._calibrations import Chosen, choose
 from service._calibrations import from_stored as stored_calibration
 from service._settings import Settings
@@ -120,6 +120,8 @@ class ResolvedSearch:
                "calibration": self.calibration.fingerprint(), "autopar_version": autopar_version}
         if b.moe_dispatcher != "alltoall" or b.moe_a2a_overlap:  # absent when unset: older hashes still match
             key["moe_exchange"] = f"{b.moe_dispatcher}{'+overlap' if b.moe_a2a_overlap else ''}"
+        if b.cuda_graphs != "none":  # likewise
+            key["cuda_graphs"] = b.cuda_graphs
         text = json.dumps(key, sort_keys=True, separators=(",", ":"), allow_nan=False)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -133,7 +135,7 @@ class ResolvedSearch:
                 "min_headroom_bytes": b.min_headroom_gib * 2**30, "allow_untested": b.allow_untested,
                 "allow_tiling": b.allow_tiling, "host_safety_factor": b.host_safety_factor,
                 "moe_dispatcher": b.moe_dispatcher, "moe_a2a_overlap": b.moe_a2a_overlap,
-                "calibration": self.calibration.calibration}
+                "cuda_graphs": b.cuda_graphs, "calibration": self.calibration.calibration}
 
 
 def _training_key(body: SearchIn) -> dict[str, Any]:
@@ -170,6 +172,7 @@ def _specs(body: SearchIn, db: Database) -> tuple[ModelSpec, ClusterSpec]:
                      grad_reduce_in_bf16=body.training.grad_reduce_in_bf16)
         check_precision(base.gpu, body.training.precision)  # the GPU has the recipe's tensor cores
         check_moe_exchange(model, body.framework, body.moe_dispatcher, body.moe_a2a_overlap)
+        check_cuda_graphs(body.framework, body.cuda_graphs)
     except UnknownPresetError as err:
         kind = "model" if err.kind == "model" else "cluster"  # cluster presets are named after their node
         raise SpecError(f"{kind}.preset", f"unknown {kind} preset {err.name!r}",

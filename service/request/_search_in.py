@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from search._parallel_spec import MoEDispatcher
+from search._parallel_spec import CudaGraphs, MoEDispatcher
 from search._search import Objective
 from service.request._schemas import ClusterIn, FrameworkTarget, ModelIn, TrainingIn
 
@@ -72,6 +72,10 @@ class SearchIn(_In):
     moe_a2a_overlap: bool = Field(default=False, description="MoE models, Megatron-Core: run "
                                   "--overlap-moe-expert-parallel-comm wherever a configuration allows it (ep > 1, "
                                   "no full recompute, vp > 1 when pp > 1).")
+    cuda_graphs: CudaGraphs = Field(default="none", description="Megatron-Core: capture each step in the "
+                                    "full-iteration CUDA graph (--cuda-graph-impl full_iteration) wherever a "
+                                    "configuration runs it (not with Megatron-FSDP; an MoE model only with ep > 1 "
+                                    "on flex-hybridep); narrows framework any to megatron.")
     calibration_id: str | None = Field(default=None, min_length=1, max_length=32,
                                        description="The cost model's constants: a stored calibration (GET "
                                        "/v1/calibrations) or 'published'; default: the cluster's (or profile's) "
