@@ -143,6 +143,25 @@ def _dispatcher(a: dict[str, Value], ep: int) -> str:
     return kind if ep > 1 else "alltoall"  # without expert parallelism no token crosses a GPU
 
 
+def _cuda_graphs(a: dict[str, Value]) -> str:
+    """The CUDA graph as ``ParallelConfig.cuda_graphs`` names it: ``full-iteration`` for Megatron-Core's whole
+    forward-backward graph, in every spelling the releases printed: ``cuda_graph_impl full_iteration``
+    (megatron-core 0.18+, ``transformer_config.py:927-940`` at 458c8d0), ``cuda_graph_impl local`` with
+    ``full_iteration`` in ``cuda_graph_scope`` (0.15-0.17, a string or ``[<CudaGraphScope.full_iteration: 1>]``)
+    or ``enable_cuda_graph`` with that scope (0.14); ``none``; else the per-layer implementation's name
+    (``local``, ``transformer_engine``; ``external_cuda_graph`` is the latter), which the run's config refuses
+    (per-layer graphs are not costed)."""
+    impl = str(a.get("cuda_graph_impl") or "none")
+    if impl == "none" and a.get("enable_cuda_graph") is True:  # deprecated spelling of local
+        impl = "local"
+    if impl == "none" and a.get("external_cuda_graph") is True:  # deprecated spelling of transformer_engine
+        impl = "transformer_engine"
+    scope = set(re.findall(r"\w+", f"{a.get('cuda_graph_scope') or ''} {a.get('cuda_graph_modules') or ''}"))
+    if impl == "full_iteration" or (impl == "local" and "full_iteration" in scope):
+        return "full-iteration"
+    return impl
+
+
 def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
     """ParsedLog fields from Megatron's argument names (None where the dump lacks them)."""
     a = {key: value for key, (value, _) in args.items()}
@@ -173,6 +192,7 @@ def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
         "tp_comm_overlap": a.get("tp_comm_overlap") is True,
         "moe_dispatcher": _dispatcher(a, positive_int(a.get("expert_model_parallel_size")) or 1),
         "moe_a2a_overlap": a.get("overlap_moe_expert_parallel_comm") is True,
+        "cuda_graphs": _cuda_graphs(a),
         "placement": "tp-cp-ep-pp-dp" if a.get("use_tp_pp_dp_mapping") is True else "tp-cp-ep-dp-pp",
         "global_batch": positive_int(a.get("global_batch_size")),
         "micro_batch": positive_int(a.get("micro_batch_size")),

@@ -97,6 +97,9 @@ class ParsedLog:
     """Megatron's MoE token dispatcher as ``ParallelConfig.moe_dispatcher`` names it (``flex-deepep``, ...)."""
     moe_a2a_overlap: bool | None = None
     """Megatron's ``--overlap-moe-expert-parallel-comm``."""
+    cuda_graphs: str | None = None
+    """Megatron's CUDA graph: ``full-iteration`` (``ParallelConfig.cuda_graphs``), ``none``, or the per-layer
+    implementation as printed (``local``, ``transformer_engine``), which the run's config then refuses."""
     placement: str | None = None
     """Rank order of the groups: Megatron's tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping."""
     global_batch: int | None = None

@@ -137,6 +137,8 @@ def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any
         config["moe_dispatcher"] = log.moe_dispatcher
     if log.moe_a2a_overlap:
         config["moe_a2a_overlap"] = True
+    if log.cuda_graphs not in (None, "none"):  # a per-layer graph stays as printed: the config refuses it
+        config["cuda_graphs"] = log.cuda_graphs
     said = [f"imported from {PurePath(log.name).name} ({log.format} log)", *log.notes]
     if log.recompute is None:
         config["recompute"] = "none"

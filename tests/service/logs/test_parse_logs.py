@@ -241,3 +241,63 @@ def test_a_log_of_a_flex_run_posts_the_dispatcher_and_a_dense_log_its_old_body(p
     flex = dataclasses.replace(log, moe_dispatcher="flex-hybridep", moe_a2a_overlap=True)
     config = run_request(flex, cluster={"preset": "dgx-h100"})["config"]
     assert (config["moe_dispatcher"], config["moe_a2a_overlap"]) == ("flex-hybridep", True)
+
+
+@pytest.mark.parametrize(("arguments", "graphs"), [
+    ({"cuda_graph_impl": "full_iteration", "cuda_graph_modules": "[]"}, "full-iteration"),  # megatron-core 0.18+
+    ({"cuda_graph_impl": "local", "cuda_graph_scope": "[<CudaGraphScope.full_iteration: 1>]"},
+     "full-iteration"),  # 0.16-0.17: the local implementation with the full-iteration scope
+    ({"cuda_graph_impl": "local", "cuda_graph_scope": "full_iteration"}, "full-iteration"),  # 0.15
+    ({"enable_cuda_graph": True, "cuda_graph_scope": "full_iteration"}, "full-iteration"),  # 0.14
+    ({"cuda_graph_impl": "local", "cuda_graph_scope": "full_iteration_inference"}, "local"),  # not training's
+    ({"cuda_graph_impl": "local", "cuda_graph_modules": "[]"}, "local"),  # whole-layer graphs
+    ({"cuda_graph_impl": "transformer_engine", "cuda_graph_modules": "[<CudaGraphModule.attn: 1>]"},
+     "transformer_engine"),
+    ({"enable_cuda_graph": True, "cuda_graph_scope": "full"}, "local"),
+    ({"external_cuda_graph": True}, "transformer_engine"),
+    ({"cuda_graph_impl": "none", "cuda_graph_scope": "full_iteration"}, "none"),  # 0.15-0.17: no graph at all
+    ({}, "none"),  # before CUDA graphs
+])
+def test_a_megatron_log_keeps_its_cuda_graph(arguments: dict[str, Any], graphs: str) -> None:
+    """Every release's spelling of the full-iteration graph reads as it; per-layer graphs keep their
+    implementation's name, which the run's config refuses rather than reading it as none."""
+    from service.logs._megatron import fields_from_arguments
+
+    base = {"tensor_model_parallel_size": 2}
+    fields = fields_from_arguments({k: (v, i) for i, (k, v) in enumerate({**base, **arguments}.items())})
+    assert fields["cuda_graphs"] == graphs
+
+
+def _with_arguments(text: str, *entries: str) -> str:
+    """A Megatron log with ``entries`` (``name value``) added to its argument dump, as _print_args writes them."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "end of arguments" in line)
+    added = [f"  {name} {'.' * (48 - len(name))} {value}" for name, value in (e.split(" ", 1) for e in entries)]
+    return "\n".join([*lines[:at], *added, *lines[at:]])
+
+
+def test_a_graphed_megatron_log_posts_the_graph_and_a_per_layer_one_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from service.request import RunIn
+
+    name = "megatron_llama3-8b_tp2_pp2_dp4.log"
+    text = (DATA / name).read_text()
+    cluster = {"preset": "dgx-h100"}
+    plain = run_request(parse_log(text, name=name), cluster=cluster)
+    assert "cuda_graphs" not in plain["config"]  # a run without a graph posts the body it always did
+    graphed = parse_log(_with_arguments(text, "cuda_graph_impl full_iteration", "cuda_graph_modules []",
+                                        "check_for_nan_in_loss_and_grad False"), name=name)
+    assert graphed.cuda_graphs == "full-iteration"
+    body = run_request(graphed, cluster=cluster)
+    assert body["config"]["cuda_graphs"] == "full-iteration"
+    assert RunIn.model_validate(body).config.cuda_graphs == "full-iteration"
+    older = parse_log(_with_arguments(text, "cuda_graph_impl local",
+                                      "cuda_graph_scope [<CudaGraphScope.full_iteration: 1>]"), name=name)
+    assert run_request(older, cluster=cluster)["config"]["cuda_graphs"] == "full-iteration"
+    layered = run_request(parse_log(_with_arguments(text, "cuda_graph_impl transformer_engine"), name=name),
+                          cluster=cluster)
+    assert layered["config"]["cuda_graphs"] == "transformer_engine"
+    with pytest.raises(ValidationError) as err:
+        RunIn.model_validate(layered)
+    assert [e["loc"] for e in err.value.errors()] == [("config", "cuda_graphs")]
