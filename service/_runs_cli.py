@@ -246,6 +246,8 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
             # Megatron-Core's flex dispatcher and --overlap-moe-expert-parallel-comm (absent: alltoall, none).
             **({"moe_dispatcher": c.moe_dispatcher} if c.moe_dispatcher != "alltoall" else {}),
             **({"moe_a2a_overlap": True} if c.moe_a2a_overlap else {}),
+            # Megatron-Core's full-iteration CUDA graph (search/_runs_fields.py reads it; absent means none).
+            **({"cuda_graphs": c.cuda_graphs} if c.cuda_graphs != "none" else {}),
         },
         "measured": {
             "iteration_time_s": time_s,

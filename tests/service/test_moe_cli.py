@@ -49,6 +49,11 @@ RUNS: dict[str, dict[str, Any]] = {  # name -> POST /v1/runs body
     "flex": {"model": {"preset": "qwen3-30b-a3b"}, "cluster": {**H100, "nodes": 2}, "training": {"global_batch": 128},
              "config": {"ep": 16, "zero_stage": 1, "moe_dispatcher": "flex-hybridep", "moe_a2a_overlap": True},
              "iteration_time_s": 4.0},
+    "graphed": {"model": {"preset": "qwen3-30b-a3b"}, "cluster": {**H100, "nodes": 2},
+                "training": {"global_batch": 128},
+                "config": {"ep": 16, "zero_stage": 1, "moe_dispatcher": "flex-hybridep",
+                           "cuda_graphs": "full-iteration"},
+                "iteration_time_s": 3.5},
     "wide-heads": {"model": {"shape": {**BASE, "name": "wide-heads", "head_dim": 128}}, "cluster": H100,
                    "training": {"global_batch": 64}, "config": {"tp": 2}, "iteration_time_s": 0.3},
 }
@@ -174,6 +179,9 @@ def test_runs_export_writes_moe_runs_that_load_into_the_specs_that_ran(database:
     assert (capacity["router"], capacity["token_drop"], capacity["capacity_factor"]) == ("learned", True, 1.25)
     assert "mla" not in records[ids["capacity"]]["model"] and "mtp_layers" not in records[ids["capacity"]]["model"]
     assert records[ids["qwen3"]]["model"]["head_dim"] == 128 and records[ids["qwen3"]]["config"]["ep"] == 8
+    assert records[ids["graphed"]]["config"]["cuda_graphs"] == "full-iteration"
+    assert records[ids["flex"]]["config"]["moe_a2a_overlap"] is True
+    assert not any("cuda_graphs" in r["config"] for i, r in records.items() if i != ids["graphed"])
     wide = records[ids["wide-heads"]]
     assert wide["model"]["head_dim"] == 128 and "moe" not in wide["model"] and "ep" not in wide["config"]
 
