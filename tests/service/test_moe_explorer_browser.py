@@ -1,7 +1,8 @@
 """The explorer with a mixture-of-experts model, in a real browser against a real ``autopar serve``
 (the server, browser and page helpers of test_explorer_browser.py): a MoE preset fills the MoE and
 MLA sections of the custom-shape form, a refused MoE field shows its 422 beside it, a custom MoE
-search posts what the form shows (the flex dispatcher and the EP overlap included), the table has EP
+search posts what the form shows (the flex dispatcher, the EP overlap and the full-iteration CUDA graph
+included), the table has EP
 and ETP columns, the time breakdown shows the expert-parallel all-to-all, and the shared URL refills
 the form."""
 
@@ -92,20 +93,26 @@ def test_a_moe_search_in_the_explorer(browser: Any, server: Any) -> None:
     page.locator("details.options summary").click()
     page.get_by_label("MoE token dispatcher").select_option("flex-hybridep")
     page.get_by_label("Overlap the expert all-to-all (MoE, Megatron-Core)").check()
+    page.get_by_label("CUDA graph").select_option("full-iteration")
     page.get_by_role("button", name="Start search").click()
 
     page.wait_for_url("**/searches/*")
     search_id = page.url.rsplit("/", 1)[1]
-    expect(page.locator("#status-sub")).to_contain_text("megatron · flex-hybridep + EP overlap")
+    expect(page.locator("#status-sub")).to_contain_text(
+        "megatron · flex-hybridep + EP overlap + full-iteration CUDA graph")
     expect(page.locator("#configs-table tbody tr")).to_have_count(TOP, timeout=60_000)
     request = get_json(f"{server.base}/v1/searches/{search_id}")["request"]
     assert request["model"]["shape"]["moe"] == MOE  # what the form showed is what was posted
     assert request["model"]["shape"]["mla"] is None and request["model"]["shape"]["mtp_layers"] == 0
-    assert (request["moe_dispatcher"], request["moe_a2a_overlap"]) == ("flex-hybridep", True)
+    assert (request["moe_dispatcher"], request["moe_a2a_overlap"], request["cuda_graphs"]) == (
+        "flex-hybridep", True, "full-iteration")
     configs = get_json(f"{server.base}/v1/searches/{search_id}/configs")["configs"]
     for c in configs:  # every expert-parallel configuration without expert TP runs the asked dispatcher
         flex = c["config"]["ep"] > 1 and c["config"]["etp"] == 1
         assert c["config"]["moe_dispatcher"] == ("flex-hybridep" if flex else "alltoall"), c["config"]
+        graphed = flex and c["config"]["zero_stage"] < 2  # HybridEP's static budget; not Megatron-FSDP
+        assert c["config"]["cuda_graphs"] == ("full-iteration" if graphed else "none"), c["config"]
+    assert any(c["config"]["cuda_graphs"] == "full-iteration" for c in configs)
 
     # EP and ETP columns, after CP.
     headers = page.locator("#configs-table thead th").evaluate_all("ths => ths.map(th => th.dataset.key)")
@@ -128,6 +135,8 @@ def test_a_moe_search_in_the_explorer(browser: Any, server: Any) -> None:
     expect(page.locator("#compare-body .compare-col").nth(1)).to_contain_text(f"ep{expert['config']['ep']}")
     dispatcher_row = page.locator("#compare-body tr", has=page.locator("th", has_text="MoE dispatcher"))
     expect(dispatcher_row.locator("td.col-b")).to_contain_text(expert["config"]["moe_dispatcher"])
+    graph_row = page.locator("#compare-body tr", has=page.locator("th", has_text="CUDA graph"))
+    expect(graph_row.locator("td.col-b")).to_contain_text(expert["config"]["cuda_graphs"])
     context.close()
 
     # The shared URL refills the MoE section.
@@ -144,6 +153,7 @@ def test_a_moe_search_in_the_explorer(browser: Any, server: Any) -> None:
     expect(page.get_by_label("Multi-head latent attention")).not_to_be_checked()
     expect(page.get_by_label("MoE token dispatcher")).to_have_value("flex-hybridep")
     expect(page.get_by_label("Overlap the expert all-to-all (MoE, Megatron-Core)")).to_be_checked()
+    expect(page.get_by_label("CUDA graph")).to_have_value("full-iteration")
     context.close()
 
     watch.check(allow_console=("status of 422",))

@@ -34,6 +34,7 @@ function fields(c) {
     ['EP', cfg.ep ?? 1], ['ETP', cfg.etp ?? 1],
     ['MoE dispatcher', cfg.moe_dispatcher ?? 'alltoall'],
     ['Expert all-to-all overlap', cfg.moe_a2a_overlap ? 'on' : 'off'],
+    ['CUDA graph', cfg.cuda_graphs ?? 'none'],
     ['Sequence parallel', cfg.sp ? 'on' : 'off'],
     ['TP comm overlap', cfg.tp_comm_overlap ? 'on' : 'off'],
     ['Micro-batch', cfg.micro_batch],

@@ -165,6 +165,7 @@ export class SearchForm {
     if ($('allow-tiling').checked) body.allow_tiling = true;
     if ($('moe-dispatcher').value !== 'alltoall') body.moe_dispatcher = $('moe-dispatcher').value;
     if ($('moe-a2a-overlap').checked) body.moe_a2a_overlap = true;
+    if ($('cuda-graphs').value !== 'none') body.cuda_graphs = $('cuda-graphs').value;
     if ($('grad-reduce-in-bf16').checked) body.training.grad_reduce_in_bf16 = true;
     return body;
   }
@@ -210,6 +211,7 @@ export class SearchForm {
     $('allow-tiling').checked = Boolean(request.allow_tiling);
     setSelect($('moe-dispatcher'), request.moe_dispatcher ?? 'alltoall');
     $('moe-a2a-overlap').checked = Boolean(request.moe_a2a_overlap);
+    setSelect($('cuda-graphs'), request.cuda_graphs ?? 'none');
     this.showPrice();
     this.describeModel();
     this.describeCluster();

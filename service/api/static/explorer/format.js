@@ -124,6 +124,7 @@ export function layout(c) {
   if (cfg.etp > 1) parts.push(`etp${cfg.etp}`);
   if (cfg.moe_dispatcher && cfg.moe_dispatcher !== 'alltoall') parts.push(cfg.moe_dispatcher);
   if (cfg.moe_a2a_overlap) parts.push('ep-overlap');
+  if (cfg.cuda_graphs && cfg.cuda_graphs !== 'none') parts.push('cuda-graph');
   if (cfg.sp) parts.push('sp');
   if (cfg.tp_comm_overlap) parts.push('tp-overlap');
   parts.push(`mb${cfg.micro_batch}`);

@@ -25,11 +25,13 @@ export function renderPending(id) {
   $('status-notes').replaceChildren();
 }
 
-/** The MoE token exchange a search asked for, when it is not Megatron's default: " · flex-hybridep + EP overlap". */
+/** The MoE token exchange and the CUDA graph a search asked for, when they are not Megatron's defaults:
+ * " · flex-hybridep + EP overlap + full-iteration CUDA graph". */
 function exchange(req) {
   const parts = [];
   if (req.moe_dispatcher && req.moe_dispatcher !== 'alltoall') parts.push(req.moe_dispatcher);
   if (req.moe_a2a_overlap) parts.push('EP overlap');
+  if (req.cuda_graphs && req.cuda_graphs !== 'none') parts.push(`${req.cuda_graphs} CUDA graph`);
   return parts.length ? ` · ${parts.join(' + ')}` : '';
 }
 
