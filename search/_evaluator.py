@@ -16,10 +16,19 @@ from search._memory_plan import GpuPeak, MemoryPlan, host_breakdown
 from search._model_spec import ModelSpec
 from search._moe_dispatch import SYNCING_DISPATCHERS
 from search._parallel_spec import Framework, ParallelConfig, Placement, Precision, Recompute, TrainingSpec
-from search._predict import predict, predict_memory, stage_bound_terms
+from search._predict import (
+    MicroBatchTerms,
+    micro_batch_terms,
+    predict,
+    predict_memory,
+    slowest_and_others_s,
+    stage_micro_batch_s,
+    stage_overhead_s,
+)
 from search._prediction import Prediction
 from search._ranking import objective_score
 from search._space import NO_EXCHANGE, Block, Candidate, MoEExchange
+from search._stages import stage_layer_counts, stage_moe_layer_counts, stage_recompute_shares
 from search._support import support_status
 
 ProgressFn = Callable[[int, int], None]
@@ -98,7 +107,8 @@ class Evaluator:
         self.n_evaluated = 0
         self.n_feasible = 0
         self._bound_cache: dict[tuple[Any, ...], tuple[float, float]] = {}
-        self._one_micro_batch: dict[tuple[str, int], TrainingSpec] = {}
+        self._layer_terms: dict[tuple[Any, ...], MicroBatchTerms] = {}
+        self._layouts: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...], float]] = {}
         self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
         self.fitting: dict[Candidate, float] = {}
         """Refinements :meth:`derive_partials` found to fit, with their peak GPU bytes (the scan's
@@ -396,20 +406,38 @@ class Evaluator:
                recompute_layers, moe_exchange, chunks)
         terms = self._bound_cache.get(key)
         if terms is None:
-            # dp, ZeRO and offloads do not enter the per-micro-batch terms (the expert degrees do).
+            terms = self._bound_cache[key] = self._stage_terms(framework, tp, pp, chunks, cp, sp, micro_batch,
+                                                               recompute, tp_comm_overlap, stage_layers, ep, etp,
+                                                               recompute_layers, moe_exchange)
+        slowest_s, others_s = terms
+        micro_batches = self.tokens_per_step // (self.model.seq_len * dp * micro_batch)
+        return self.tokens_per_step / (micro_batches * slowest_s + others_s / vp)
+
+    def _stage_terms(self, framework: Framework, tp: int, pp: int, chunks: int, cp: int, sp: bool, micro_batch: int,
+                     recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int,
+                     etp: int, recompute_layers: int | None, moe_exchange: MoEExchange) -> tuple[float, float]:
+        """:func:`search._predict.stage_bound_terms` of one bound key, from parts cached apart: a
+        layer's terms per shape (10^3-10^4 of them), the layer counts and host overhead per layout
+        (10^2), where a search asks for 10^5 keys, their products. dp, ZeRO and offloads enter none
+        of them (the expert degrees do)."""
+        shape = (framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange)
+        layout_key = (framework, pp, chunks, stage_layers, recompute, recompute_layers, ep, moe_exchange[0])
+        layer = self._layer_terms.get(shape)
+        layout = self._layouts.get(layout_key)
+        if layer is None or layout is None:
             one = ParallelConfig.trusted(1, tp, pp, chunks, cp, sp, micro_batch, 0, "none", "none", recompute,
                                          tp_comm_overlap=tp_comm_overlap, stage_layers=stage_layers, ep=ep,
                                          etp=etp, recompute_layers=recompute_layers,
                                          moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1])
-            training = self._one_micro_batch.get((framework, micro_batch))
-            if training is None:  # a TrainingSpec validates itself on creation: one per runtime and size
-                training = replace(self.trainings[framework], global_batch=micro_batch)
-                self._one_micro_batch[(framework, micro_batch)] = training
-            terms = stage_bound_terms(self.model, self.cluster, one, training, self.cal)
-            self._bound_cache[key] = terms
-        slowest_s, others_s = terms
-        micro_batches = self.tokens_per_step // (self.model.seq_len * dp * micro_batch)
-        return self.tokens_per_step / (micro_batches * slowest_s + others_s / vp)
+            if layer is None:  # the runtime's precision and kernels: its TrainingSpec (the batch plays no part)
+                layer = self._layer_terms[shape] = micro_batch_terms(self.model, self.cluster, one,
+                                                                     self.trainings[framework], self.cal)
+            if layout is None:
+                layout = self._layouts[layout_key] = (
+                    stage_layer_counts(self.model, one), stage_moe_layer_counts(self.model, one),
+                    stage_recompute_shares(self.model, one), stage_overhead_s(self.model, framework, one, self.cal))
+        counts, moe_counts, shares, overhead_s = layout
+        return slowest_and_others_s(stage_micro_batch_s(layer, counts, overhead_s, moe_counts, shares))
 
     def __call__(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         """Evaluate once; a repeat (a sampler proposing it again) returns the first answer uncounted."""
