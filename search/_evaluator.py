@@ -8,6 +8,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
+from operator import add
 from typing import Any, NamedTuple, cast, overload
 
 from search._calibration import Calibration
@@ -27,7 +28,7 @@ from search._predict import (
 )
 from search._prediction import Prediction
 from search._ranking import objective_score
-from search._space import NO_EXCHANGE, Block, Candidate, MoEExchange
+from search._space import NO_EXCHANGE, Block, Candidate, MoEExchange, Variant
 from search._stages import stage_layer_counts, stage_moe_layer_counts, stage_recompute_shares
 from search._support import support_status
 
@@ -47,6 +48,33 @@ def _twin_key(framework: str, c: ParallelConfig, *, offload_optimizer: str | Non
 
 def _with_offload_share(config: ParallelConfig, share: float) -> ParallelConfig:
     return replace(config, optimizer_offload_fraction=round(share, 2))
+
+
+def _entry_shape(entries: tuple[tuple[int, tuple[Variant, ...]], ...],
+                 ) -> tuple[frozenset[tuple[str, int]], frozenset[tuple[int, str, int]]]:
+    """A block's (runtime, tiles) pairs and its (micro-batch, runtime, tiles) candidates, placements
+    aside (:meth:`Evaluator.scan_memory`)."""
+    present = frozenset((mb, runtime, tiles) for mb, variants in entries for runtime, _p, tiles in variants)
+    return frozenset((runtime, tiles) for _mb, runtime, tiles in present), present
+
+
+def _may_recompute_layers(row: FitRow) -> bool:
+    """Whether block recomputation may refine a fitting row (:meth:`Evaluator._partial_kinds`)."""
+    return row.block.recompute == "full" and row.runtime == "megatron" and row.block.offload_param == "none"
+
+
+def _recompute_gain(layer: MicroBatchTerms) -> float:
+    """How many times faster than its throughput bound a configuration with full recomputation can
+    get by recomputing fewer layers (block recomputation), at most: its layer time over the layer
+    time without recomputation, for its dense and MoE layers (every other term of a pipeline rank is
+    the same or smaller: :func:`search._predict.stage_micro_batch_s`), with a margin far above
+    rounding; inf where a layer is all recomputation."""
+    gain = 1.0
+    for layer_s, recompute_s in ((layer.layer_s, layer.recompute_s),
+                                 *(((layer.moe.layer_s, layer.moe.recompute_s),) if layer.moe else ())):
+        rest_s = layer_s - recompute_s
+        gain = max(gain, layer_s / rest_s if rest_s > 0 else float("inf"))
+    return gain * (1.0 + 1e-9)
 
 
 class FitRow(NamedTuple):
@@ -115,12 +143,15 @@ class Evaluator:
         own fitting candidates are the :class:`FitList` it returns)."""
         self._threshold = 0.0
         self._peaks: dict[tuple[Any, ...], float] = {}
-        """Peak bytes of every configuration :meth:`scan_memory` planned (for :meth:`_derive`'s estimates)."""
-        self._refinable: list[tuple[FitRow, tuple[Any, ...], bool]] = []
-        """Scanned configurations (and whether they fit) a fine-grained memory policy may improve, by
-        the block-level conditions of :meth:`_partial_kinds` (:meth:`derive_partials` asks the rest)."""
-        self._fits_at: set[tuple[Any, ...]] = set()
-        """The :func:`_twin_key` of every scanned configuration that fits."""
+        """Peak bytes of every configuration :meth:`scan_memory` found not to fit (the twins
+        :meth:`_derive` starts its estimates from)."""
+        self._refinable: list[tuple[FitRow, bool, int]] = []
+        """Scanned configurations a fine-grained memory policy may improve, by the block-level conditions
+        of :meth:`_partial_kinds` (:meth:`derive_partials` asks the rest), with whether they fit and
+        their index in the scan's fitting list."""
+        self._scanned: dict[tuple[Any, ...], tuple[frozenset[tuple[int, str, int]], dict[tuple[str, int], int]]] = {}
+        """Per scanned block (its fields but the entries): its (micro-batch, runtime, tiles) and the
+        micro-batch each (runtime, tiles) first failed at (:meth:`_scanned_fit`)."""
         self.scanned = False
         self._gpu_peak = GpuPeak(model, cal, precision, grad_reduce_in_bf16)
 
@@ -164,65 +195,86 @@ class Evaluator:
         order): the exact count of configurations that fit, the closest misses, and the fitting ones
         (returned, in order, built on access) for the time sweeps."""
         fitting: list[FitRow] = []
-        self._refinable = []
+        refinable: list[tuple[FitRow, bool, int]] = []
+        scanned: dict[tuple[Any, ...], tuple[frozenset[tuple[int, str, int]], dict[tuple[str, int], int]]] = {}
         # Peak memory never falls as the micro-batch grows (activations per micro-batch scale with it,
         # micro-batches in flight at most inversely: stored = per-layer x min(mb (pp - r), batch/dp)),
         # so once a configuration does not fit, the same one with a larger micro-batch does not either
-        # (and is never looked at).
-        failed_from: dict[tuple[Any, ...], int] = {}
-        fits_at: set[tuple[Any, ...]] = set()  # the keys (+ micro-batch) of the configurations that fit
+        # (and is never looked at). Within a block (no two blocks share their fields) a configuration is
+        # its (runtime, tiles) and micro-batch: the placement changes no byte.
         gpu_peak, batch = self._gpu_peak, self.trainings["megatron"].global_batch
         lb_of = {fw: gpu_peak.linear_input_bytes(fw) for fw in self.trainings}
         cap = self.cluster.gpu.memory_bytes - self.min_headroom_bytes
+        overhead = self.cal.memory_overhead_bytes
         node = self.cluster.node
+        shapes: dict[int, tuple[frozenset[tuple[str, int]], frozenset[tuple[int, str, int]]]] = {}
+        # Activations per (saved linear-input width, micro-batch), for all blocks of one shape and schedule
+        # (:meth:`GpuPeak.activation_key` less what they fix: dp follows from tp, pp and cp).
+        acts_by_shape: dict[tuple[Any, ...], dict[tuple[float, int], tuple[float, ...]]] = {}
+        # Model states (and the tail after them) per runtime, policy, expert degrees and tiles, for the
+        # blocks of one pipeline layout (they come in a run: search._space.enumerate_space's loop order).
+        states_by_policy: dict[tuple[Any, ...], tuple[tuple[float, ...], float]] = {}
+        pipeline: tuple[Any, ...] = ()
         order = 0
         for block in blocks:
             dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt, param, rc, entries, _exchange = block
+            if pipeline[:4] != (tp, pp, vp, cp) or pipeline[4] is not layout:
+                pipeline, states_by_policy = (tp, pp, vp, cp, layout), {}
             host = opt != "none" or param != "none"
             # What :meth:`_partial_kinds` can find in this block (it is not asked otherwise).
             refine_fit, refine_miss = rc == "full" or opt == "cpu", pp == 1 and rc == "none"
-            # Model states per (runtime, tiles) and activations per micro-batch: shared by the block's
-            # candidates (the GPU's peak alone, :class:`search._memory_plan.GpuPeak`; configurations
-            # are built where a cache misses, full plans for what is timed and the closest misses).
-            states_of: dict[tuple[str, int], tuple[float, ...]] = {}
+            # The GPU's peak alone (:class:`search._memory_plan.GpuPeak`): configurations are built where a
+            # cache misses, full plans for what is timed and the closest misses.
+            acts_key = (pp, vp, layout, tp, cp, sp, rc, etp, param != "none")
+            acts_at = acts_by_shape.get(acts_key)
+            if acts_at is None:
+                acts_at = acts_by_shape[acts_key] = {}
             host_fits: bool | None = None
-            # The block's (runtime, tiles) pairs: once each has failed at some micro-batch, every larger
-            # micro-batch is skipped, so the walk stops (``order`` only ranks misses among themselves).
-            live = {(runtime, tiles) for _mb, variants in entries for runtime, _p, tiles in variants}
+            shape = shapes.get(id(entries))  # blocks share their entries (search._space.enumerate_space)
+            if shape is None:
+                shape = shapes[id(entries)] = _entry_shape(entries)
+            # The block's (runtime, tiles) pairs: once one has failed at some micro-batch, its larger
+            # micro-batches are skipped, and once all have, the walk stops (``order`` only ranks misses
+            # among themselves).
+            live = set(shape[0])
+            failed: dict[tuple[str, int], int] = {}
+            scanned[block[:14]] = (shape[1], failed)
             for mb, variants in entries:
                 if not live:
                     break
-                m = batch // (dp * mb)
                 shared: ParallelConfig | None = None
-                acts_of: dict[float, tuple[float, ...]] = {}  # per saved linear-input width (one in 16-bit)
+                fit_at: dict[tuple[str, int], float] = {}  # the peak of each pair that fits at this micro-batch
                 if param != "none":
                     host_fits = None  # host-held activation checkpoints grow with the micro-batch
                 for runtime, placement, tiles in variants:
                     order += 1
-                    # :func:`_twin_key` without the micro-batch, written out: this loop runs 10^5 times.
-                    key = (runtime, dp, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, layout, ep, etp, tiles)
-                    if mb >= failed_from.get(key, mb + 1):
+                    pair = (runtime, tiles)
+                    if pair not in live:
+                        continue
+                    peak = fit_at.get(pair)  # another placement of a pair that fits: the same bytes
+                    if peak is not None:
+                        row = FitRow(block, mb, runtime, placement, tiles, peak)
+                        if refine_fit:
+                            refinable.append((row, True, len(fitting)))
+                        fitting.append(row)
                         continue
                     lb = lb_of[runtime]
-                    acts = acts_of.get(lb)
-                    if acts is None:  # looked up at the first candidate of this micro-batch that is not skipped
-                        acts = gpu_peak.known_activations((pp, vp, layout, tp, cp, sp, rc, mb, etp, m, None, 0,
-                                                           param != "none", lb))
-                        if acts is None:
-                            shared = shared or block.config(mb)
-                            acts = gpu_peak.activations(shared, m, lb)
-                        acts_of[lb] = acts
-                    states = states_of.get((runtime, tiles))
+                    acts = acts_at.get((lb, mb))
+                    if acts is None:
+                        shared = shared or block.config(mb)
+                        acts = acts_at[(lb, mb)] = gpu_peak.activations(shared, batch // (dp * mb), lb)
+                    states = states_by_policy.get((runtime, zero, opt, param, ep, etp, tiles))
                     if states is None:
                         # :meth:`GpuPeak.state_key` written out (blocks offload whole optimizers: fraction 1).
-                        states = gpu_peak.known_states((runtime, dp, tp, pp, vp, cp, zero, opt, param, 1.0, layout,
-                                                        ep, etp, tiles))
-                        if states is None:
+                        held = gpu_peak.known_states((runtime, dp, tp, pp, vp if gpu_peak.states_by_vp else 1, cp,
+                                                      zero, opt, param, 1.0, layout, ep, etp, tiles))
+                        if held is None:
                             shared = shared or block.config(mb)
-                            states = gpu_peak.states(shared if tiles == 1 else block.config(mb, placement, tiles),
-                                                     runtime)
-                        states_of[(runtime, tiles)] = states
-                    peak = gpu_peak.peak(states, acts, runtime, zero)
+                            held = gpu_peak.states(shared if tiles == 1 else block.config(mb, placement, tiles),
+                                                   runtime)
+                        states = states_by_policy[(runtime, zero, opt, param, ep, etp, tiles)] = (
+                            held, gpu_peak.tail_bytes(runtime, zero))
+                    peak = max(map(add, states[0], acts)) + states[1] + overhead  # :meth:`GpuPeak.peak` written out
                     fit = peak <= cap
                     if host and fit:
                         # The host side depends on the configuration, not the runtime, and without
@@ -230,27 +282,44 @@ class Evaluator:
                         # blocks offload no activations, so the saved linear-input width plays no part).
                         if host_fits is None:
                             shared = shared or block.config(mb)
-                            cpu, nvme, _ = host_breakdown(self.model, self.cluster, shared, m, self.host_safety_factor)
+                            cpu, nvme, _ = host_breakdown(self.model, self.cluster, shared, batch // (dp * mb),
+                                                          self.host_safety_factor)
                             host_fits = sum(cpu.values()) <= node.cpu_memory_bytes and nvme <= node.nvme_bytes
                         fit = host_fits
-                    twin = (*key, mb)  # :func:`_twin_key`
                     row = FitRow(block, mb, runtime, placement, tiles, peak)
+                    index = len(fitting)
                     if fit:
                         fitting.append(row)
-                        fits_at.add(twin)
+                        fit_at[pair] = peak
                     else:
-                        self._peaks[twin] = peak  # a twin a refinement starts from
-                        failed_from[key] = min(mb, failed_from.get(key, mb))
-                        live.discard((runtime, tiles))
+                        # A twin a refinement starts from (:func:`_twin_key`).
+                        self._peaks[(runtime, dp, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, layout, ep, etp,
+                                     tiles, mb)] = peak
+                        failed[pair] = mb
+                        live.discard(pair)
                         self._remember_miss(row, order, host)
                     if refine_fit if fit else (refine_miss and runtime == "megatron"):
                         # Which policies may refine it is asked in derive_partials, against every
                         # configuration the scan found to fit.
-                        self._refinable.append((row, twin, fit))
-        self._fits_at = fits_at
+                        refinable.append((row, fit, index))
+        self._scanned = scanned
+        self._refinable = refinable
         self.n_feasible = len(fitting)
         self.scanned = True
         return FitList(fitting)
+
+    def _scanned_fit(self, block: Block, micro_batch: int, runtime: str, tiles: int, *,
+                     offload_optimizer: str | None = None, recompute: str | None = None) -> bool:
+        """Whether the scan found this configuration of ``block`` (or its twin with another optimizer
+        offload or recomputation) enumerated and fitting: it fits below the micro-batch its (runtime,
+        tiles) first failed at (:meth:`scan_memory`)."""
+        key = (*block[:11], offload_optimizer or block.offload_optimizer, block.offload_param,
+               recompute or block.recompute)
+        scanned = self._scanned.get(key)
+        if scanned is None:
+            return False
+        present, failed = scanned
+        return (micro_batch, runtime, tiles) in present and micro_batch < failed.get((runtime, tiles), micro_batch + 1)
 
     def _fitting(self, cand: Candidate, config: ParallelConfig) -> tuple[Candidate, MemoryPlan] | None:
         part = Candidate(cand.framework, config)
@@ -279,43 +348,67 @@ class Evaluator:
                 return found
         return None
 
-    def _partial_kinds(self, key: tuple[Any, ...], fit: bool, fits_at: set[tuple[Any, ...]]) -> tuple[str, ...]:
+    def _partial_kinds(self, row: FitRow, fit: bool) -> tuple[str, ...]:
         """Which fine-grained memory policies (issue 18) may improve one enumerated configuration
-        (its :func:`_twin_key`; enumerated ones use none of these policies), by cheap checks only:
+        (enumerated ones use none of these policies), by cheap checks only:
         block recomputation where full recomputation fits and neither no nor selective
         recomputation does (Megatron ``--recompute-method block``); a partial optimizer offload
         where a whole one fits and none does not (``--optimizer-offload-fraction``, DeepSpeed ZeRO-3
         ``ratio``); activation offload where nothing is recomputed, pp = 1 and it does not fit
         (``--cpu-offloading-num-layers``)."""
-        fw, pp, zero, opt, param, rc = key[0], key[3], key[7], key[8], key[9], key[10]
+        b, fw, mb, tiles = row.block, row.runtime, row.micro_batch, row.tiles
+        pp, zero, opt, param, rc = b.pp, b.zero_stage, b.offload_optimizer, b.offload_param, b.recompute
         if fit and rc != "full" and opt != "cpu":
             return ()  # most configurations: nothing to refine
         if not fit and (fw != "megatron" or pp > 1 or rc != "none"):
             return ()
         kinds = []
         if (fit and rc == "full" and fw == "megatron" and param == "none"
-                and (*key[:10], "none", *key[11:]) not in fits_at
-                and (*key[:10], "selective", *key[11:]) not in fits_at):
+                and not self._scanned_fit(b, mb, fw, tiles, recompute="none")
+                and not self._scanned_fit(b, mb, fw, tiles, recompute="selective")):
             kinds.append("recompute_layers")
         if (fit and opt == "cpu" and (fw == "megatron" or (fw == "deepspeed" and zero == 3))
-                and (*key[:8], "none", *key[9:]) not in fits_at):
+                and not self._scanned_fit(b, mb, fw, tiles, offload_optimizer="none")):
             kinds.append("optimizer_offload_fraction")
         if not fit and fw == "megatron" and pp == 1 and rc == "none" and self.model.layers > 1:
             kinds.append("activation_offload_layers")
         return tuple(kinds)
 
-    def derive_partials(self, threshold_tokens_per_s: float) -> list[Candidate]:
+    def _beyond_refinement(self, row: FitRow, bound: float, threshold: float, gains: dict[tuple[Any, ...], float],
+                           top_gain: float) -> bool:
+        """Whether no refinement of a fitting row (of throughput bound ``bound``) can beat
+        ``threshold``: only block recomputation makes it faster, by at most its layer shape's
+        :func:`_recompute_gain` (``gains``; tried first with ``top_gain``, the largest of them)."""
+        if not _may_recompute_layers(row):
+            return bound <= threshold
+        if bound * top_gain <= threshold:
+            return True
+        b = row.block
+        shape = (row.runtime, b.tp, b.cp, b.sp, row.micro_batch, b.recompute, b.tp_comm_overlap, b.ep, b.etp,
+                 b.moe_exchange)
+        gain = gains.get(shape)
+        if gain is None:
+            gain = gains[shape] = _recompute_gain(self._layer(*shape))
+        return bound * gain <= threshold
+
+    def derive_partials(self, threshold_tokens_per_s: float, bounds: Sequence[float]) -> list[Candidate]:
         """The least setting of each fine-grained policy that makes a source's layout fit (the
         fastest for that layout: recomputing or moving more only adds time), for the sources of
         :meth:`scan_memory` whose best case (:meth:`upper_bound_tokens_per_s` with one recomputed
         layer, or the source's own bound) beats ``threshold_tokens_per_s``: the others cannot enter
         the answer. Each derived configuration is checked against the support matrix and a real
         memory plan; they join :attr:`fitting` (not :attr:`n_feasible`, the count of the enumerated
-        space's configurations that fit)."""
+        space's configurations that fit). ``bounds``: :meth:`row_bounds` of the scan's fitting rows,
+        from which most sources are ruled out (:meth:`_beyond_refinement`) before anything else is asked."""
         derived: list[Candidate] = []
         self._threshold = threshold_tokens_per_s
-        for row, twin, fit in self._refinable:
-            kinds = self._partial_kinds(twin, fit, self._fits_at)
+        # Every fitting row's layer shape is cached (row_bounds asked for it).
+        gains = {shape: _recompute_gain(layer) for shape, layer in self._layer_terms.items() if shape[5] == "full"}
+        top_gain = max(gains.values(), default=1.0)
+        for row, fit, index in self._refinable:
+            if fit and self._beyond_refinement(row, bounds[index], threshold_tokens_per_s, gains, top_gain):
+                continue  # most sources: which policies may refine them is not asked
+            kinds = self._partial_kinds(row, fit)
             if not kinds or self._row_bound(row, 1 if "recompute_layers" in kinds else None) <= threshold_tokens_per_s:
                 continue
             cand = row.candidate()
@@ -420,24 +513,31 @@ class Evaluator:
         layer's terms per shape (10^3-10^4 of them), the layer counts and host overhead per layout
         (10^2), where a search asks for 10^5 keys, their products. dp, ZeRO and offloads enter none
         of them (the expert degrees do)."""
-        shape = (framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange)
         layout_key = (framework, pp, chunks, stage_layers, recompute, recompute_layers, ep, moe_exchange[0])
-        layer = self._layer_terms.get(shape)
         layout = self._layouts.get(layout_key)
-        if layer is None or layout is None:
-            one = ParallelConfig.trusted(1, tp, pp, chunks, cp, sp, micro_batch, 0, "none", "none", recompute,
-                                         tp_comm_overlap=tp_comm_overlap, stage_layers=stage_layers, ep=ep,
-                                         etp=etp, recompute_layers=recompute_layers,
+        if layout is None:
+            one = ParallelConfig.trusted(1, 1, pp, chunks, 1, False, 1, 0, "none", "none", recompute,
+                                         stage_layers=stage_layers, ep=ep, recompute_layers=recompute_layers,
                                          moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1])
-            if layer is None:  # the runtime's precision and kernels: its TrainingSpec (the batch plays no part)
-                layer = self._layer_terms[shape] = micro_batch_terms(self.model, self.cluster, one,
-                                                                     self.trainings[framework], self.cal)
-            if layout is None:
-                layout = self._layouts[layout_key] = (
-                    stage_layer_counts(self.model, one), stage_moe_layer_counts(self.model, one),
-                    stage_recompute_shares(self.model, one), stage_overhead_s(self.model, framework, one, self.cal))
+            layout = self._layouts[layout_key] = (
+                stage_layer_counts(self.model, one), stage_moe_layer_counts(self.model, one),
+                stage_recompute_shares(self.model, one), stage_overhead_s(self.model, framework, one, self.cal))
         counts, moe_counts, shares, overhead_s = layout
+        layer = self._layer(framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange)
         return slowest_and_others_s(stage_micro_batch_s(layer, counts, overhead_s, moe_counts, shares))
+
+    def _layer(self, framework: Framework, tp: int, cp: int, sp: bool, micro_batch: int, recompute: Recompute,
+               tp_comm_overlap: bool, ep: int, etp: int, moe_exchange: MoEExchange) -> MicroBatchTerms:
+        """:func:`search._predict.micro_batch_terms` of one layer shape, cached here."""
+        shape = (framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange)
+        layer = self._layer_terms.get(shape)
+        if layer is None:  # the runtime's precision and kernels: its TrainingSpec (the batch plays no part)
+            one = ParallelConfig.trusted(1, tp, 1, 1, cp, sp, micro_batch, 0, "none", "none", recompute,
+                                         tp_comm_overlap=tp_comm_overlap, ep=ep, etp=etp,
+                                         moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1])
+            layer = self._layer_terms[shape] = micro_batch_terms(self.model, self.cluster, one,
+                                                                 self.trainings[framework], self.cal)
+        return layer
 
     def __call__(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         """Evaluate once; a repeat (a sampler proposing it again) returns the first answer uncounted."""

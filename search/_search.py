@@ -121,7 +121,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         sweep(fitting, ev, top_k, "throughput", progress, bounds=bounds)
         # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
         band = sweep_band({row.runtime for row in fitting.rows}, cluster, model.moe is not None)
-        derived = ev.derive_partials(ev.threshold_tokens_per_s(band))
+        derived = ev.derive_partials(ev.threshold_tokens_per_s(band), bounds)
         if derived:
             pareto_refine(derived, ev)
             sweep(derived, ev, top_k, "throughput", None, known=list(ev.feasible))
