@@ -11,25 +11,22 @@ from functools import partial
 from operator import add
 from typing import Any, NamedTuple, cast, overload
 
+import numpy as np
+
+from search._bounds import BoundKey, ThroughputBounds
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._memory_plan import GpuPeak, MemoryPlan, host_breakdown
 from search._model_spec import ModelSpec
-from search._moe_dispatch import SYNCING_DISPATCHERS
 from search._parallel_spec import Framework, ParallelConfig, Placement, Precision, Recompute, TrainingSpec
 from search._predict import (
     MicroBatchTerms,
-    micro_batch_terms,
     predict,
     predict_memory,
-    slowest_and_others_s,
-    stage_micro_batch_s,
-    stage_overhead_s,
 )
 from search._prediction import Prediction
 from search._ranking import objective_score
 from search._space import NO_EXCHANGE, Block, Candidate, MoEExchange, Variant
-from search._stages import stage_layer_counts, stage_moe_layer_counts, stage_recompute_shares
 from search._support import support_status
 
 ProgressFn = Callable[[int, int], None]
@@ -50,12 +47,26 @@ def _with_offload_share(config: ParallelConfig, share: float) -> ParallelConfig:
     return replace(config, optimizer_offload_fraction=round(share, 2))
 
 
-def _entry_shape(entries: tuple[tuple[int, tuple[Variant, ...]], ...],
-                 ) -> tuple[frozenset[tuple[str, int]], frozenset[tuple[int, str, int]]]:
-    """A block's (runtime, tiles) pairs and its (micro-batch, runtime, tiles) candidates, placements
-    aside (:meth:`Evaluator.scan_memory`)."""
+ScanStep = tuple[Framework, Placement, int, tuple[Framework, int], bool]
+"""(runtime, placement, tiles, (runtime, tiles), whether it is the pair's first placement at its
+micro-batch) of one candidate of a block, as :meth:`Evaluator.scan_memory` walks it."""
+EntryShape = tuple[frozenset[tuple[Framework, int]], frozenset[tuple[int, Framework, int]],
+                   tuple[tuple[int, tuple[ScanStep, ...]], ...]]
+
+
+def _entry_shape(entries: tuple[tuple[int, tuple[Variant, ...]], ...]) -> EntryShape:
+    """A block's (runtime, tiles) pairs, its (micro-batch, runtime, tiles) candidates (placements
+    aside), and its entries as :meth:`Evaluator.scan_memory` walks them (:data:`ScanStep`)."""
+    walk = []
+    for mb, variants in entries:
+        seen: set[tuple[Framework, int]] = set()
+        steps = []
+        for runtime, placement, tiles in variants:
+            steps.append((runtime, placement, tiles, (runtime, tiles), (runtime, tiles) not in seen))
+            seen.add((runtime, tiles))
+        walk.append((mb, tuple(steps)))
     present = frozenset((mb, runtime, tiles) for mb, variants in entries for runtime, _p, tiles in variants)
-    return frozenset((runtime, tiles) for _mb, runtime, tiles in present), present
+    return frozenset((runtime, tiles) for _mb, runtime, tiles in present), present, tuple(walk)
 
 
 def _may_recompute_layers(row: FitRow) -> bool:
@@ -134,9 +145,7 @@ class Evaluator:
         self.closest: list[tuple[tuple[float, float], int, Candidate, MemoryPlan]] = []
         self.n_evaluated = 0
         self.n_feasible = 0
-        self._bound_cache: dict[tuple[Any, ...], tuple[float, float]] = {}
-        self._layer_terms: dict[tuple[Any, ...], MicroBatchTerms] = {}
-        self._layouts: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...], float]] = {}
+        self.bounds = ThroughputBounds(model, cluster, cal, self.trainings)
         self._seen: dict[Candidate, tuple[Prediction | None, MemoryPlan]] = {}
         self.fitting: dict[Candidate, float] = {}
         """Refinements :meth:`derive_partials` found to fit, with their peak GPU bytes (the scan's
@@ -207,7 +216,9 @@ class Evaluator:
         cap = self.cluster.gpu.memory_bytes - self.min_headroom_bytes
         overhead = self.cal.memory_overhead_bytes
         node = self.cluster.node
-        shapes: dict[int, tuple[frozenset[tuple[str, int]], frozenset[tuple[int, str, int]]]] = {}
+        shapes: dict[int, EntryShape] = {}
+        peak_of: dict[tuple[Framework, int], float] = {}  # the last peak of each (runtime, tiles)
+        gpu_bytes, closest = self.cluster.gpu.memory_bytes, self.closest
         # Activations per (saved linear-input width, micro-batch), for all blocks of one shape and schedule
         # (:meth:`GpuPeak.activation_key` less what they fix: dp follows from tp, pp and cp).
         acts_by_shape: dict[tuple[Any, ...], dict[tuple[float, int], tuple[float, ...]]] = {}
@@ -239,21 +250,18 @@ class Evaluator:
             live = set(shape[0])
             failed: dict[tuple[str, int], int] = {}
             scanned[block[:14]] = (shape[1], failed)
-            for mb, variants in entries:
+            for mb, steps in shape[2]:
                 if not live:
                     break
                 shared: ParallelConfig | None = None
-                fit_at: dict[tuple[str, int], float] = {}  # the peak of each pair that fits at this micro-batch
                 if param != "none":
                     host_fits = None  # host-held activation checkpoints grow with the micro-batch
-                for runtime, placement, tiles in variants:
+                for runtime, placement, tiles, pair, first in steps:
                     order += 1
-                    pair = (runtime, tiles)
                     if pair not in live:
                         continue
-                    peak = fit_at.get(pair)  # another placement of a pair that fits: the same bytes
-                    if peak is not None:
-                        row = FitRow(block, mb, runtime, placement, tiles, peak)
+                    if not first:  # another placement of a pair that fits at this micro-batch: the same bytes
+                        row = FitRow(block, mb, runtime, placement, tiles, peak_of[pair])
                         if refine_fit:
                             refinable.append((row, True, len(fitting)))
                         fitting.append(row)
@@ -287,21 +295,23 @@ class Evaluator:
                             host_fits = sum(cpu.values()) <= node.cpu_memory_bytes and nvme <= node.nvme_bytes
                         fit = host_fits
                     row = FitRow(block, mb, runtime, placement, tiles, peak)
-                    index = len(fitting)
                     if fit:
+                        peak_of[pair] = peak
+                        if refine_fit:
+                            # Which policies may refine it is asked in derive_partials, against every
+                            # configuration the scan found to fit.
+                            refinable.append((row, True, len(fitting)))
                         fitting.append(row)
-                        fit_at[pair] = peak
-                    else:
-                        # A twin a refinement starts from (:func:`_twin_key`).
-                        self._peaks[(runtime, dp, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, layout, ep, etp,
-                                     tiles, mb)] = peak
-                        failed[pair] = mb
-                        live.discard(pair)
+                        continue
+                    # A twin a refinement starts from (:func:`_twin_key`).
+                    self._peaks[(runtime, dp, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, layout, ep, etp,
+                                 tiles, mb)] = peak
+                    failed[pair] = mb
+                    live.discard(pair)
+                    if len(closest) < 3 or -peak / gpu_bytes >= closest[0][0][0]:  # _remember_miss's first test
                         self._remember_miss(row, order, host)
-                    if refine_fit if fit else (refine_miss and runtime == "megatron"):
-                        # Which policies may refine it is asked in derive_partials, against every
-                        # configuration the scan found to fit.
-                        refinable.append((row, fit, index))
+                    if refine_miss and runtime == "megatron":
+                        refinable.append((row, False, -1))
         self._scanned = scanned
         self._refinable = refinable
         self.n_feasible = len(fitting)
@@ -388,7 +398,7 @@ class Evaluator:
                  b.moe_exchange)
         gain = gains.get(shape)
         if gain is None:
-            gain = gains[shape] = _recompute_gain(self._layer(*shape))
+            gain = gains[shape] = _recompute_gain(self.bounds.layer(*shape))
         return bound * gain <= threshold
 
     def derive_partials(self, threshold_tokens_per_s: float, bounds: Sequence[float]) -> list[Candidate]:
@@ -403,7 +413,8 @@ class Evaluator:
         derived: list[Candidate] = []
         self._threshold = threshold_tokens_per_s
         # Every fitting row's layer shape is cached (row_bounds asked for it).
-        gains = {shape: _recompute_gain(layer) for shape, layer in self._layer_terms.items() if shape[5] == "full"}
+        gains = {shape: _recompute_gain(layer) for shape, layer in self.bounds.layers().items()
+                 if shape[5] == "full"}
         top_gain = max(gains.values(), default=1.0)
         for row, fit, index in self._refinable:
             if fit and self._beyond_refinement(row, bounds[index], threshold_tokens_per_s, gains, top_gain):
@@ -473,8 +484,36 @@ class Evaluator:
                            (c.moe_dispatcher, c.moe_a2a_overlap))
 
     def row_bounds(self, rows: FitList) -> list[float]:
-        """:meth:`upper_bound_tokens_per_s` of each scanned fitting candidate, without building it."""
-        return [self._row_bound(r, None) for r in rows.rows]
+        """:meth:`upper_bound_tokens_per_s` of each scanned fitting candidate, without building it: a
+        row's bound key from its block's (rows of one block come together) and its runtime and
+        micro-batch, the keys' terms at once (:meth:`ThroughputBounds.many`), the bounds as arrays
+        (the same operations as :meth:`_bound`)."""
+        keys: list[BoundKey] = []
+        position_of: dict[tuple[Any, ...], dict[tuple[Framework, int], int]] = {}
+        positions: list[int] = []
+        dp_mb: list[int] = []
+        vps: list[int] = []
+        block: Block | None = None
+        at: dict[tuple[Framework, int], int] = {}
+        for row in rows.rows:
+            if row.block is not block:
+                block = row.block
+                at = position_of.setdefault((*block[1:10], block.recompute, block.moe_exchange), {})
+            position = at.get((row.runtime, row.micro_batch))
+            if position is None:
+                position = at[(row.runtime, row.micro_batch)] = len(keys)
+                keys.append(self.bounds.key(row.runtime, block.tp, block.pp, block.vp, block.cp, block.sp,
+                                            row.micro_batch, block.recompute, block.tp_comm_overlap,
+                                            block.stage_layers, block.ep, block.etp, None, block.moe_exchange))
+            positions.append(position)
+            dp_mb.append(block.dp * row.micro_batch)
+            vps.append(block.vp)
+        slowest, others = self.bounds.many(keys)
+        at_row = np.array(positions, dtype=np.intp)
+        micro_batches = self.tokens_per_step // (self.model.seq_len * np.array(dp_mb, dtype=np.int64))
+        bounds: list[float] = (self.tokens_per_step / (micro_batches * slowest[at_row]
+                                                       + others[at_row] / np.array(vps, dtype=np.int64))).tolist()
+        return bounds
 
     def _row_bound(self, row: FitRow, recompute_layers: int | None) -> float:
         """:meth:`upper_bound_tokens_per_s` of a scanned row, from its fields (``recompute_layers``
@@ -486,58 +525,11 @@ class Evaluator:
     def _bound(self, framework: Framework, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int,
                recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int, etp: int,
                recompute_layers: int | None, moe_exchange: MoEExchange = NO_EXCHANGE) -> float:
-        # The runtime is part of the key: its kernels (attention) and per-micro-batch costs differ.
-        # vp enters the per-micro-batch terms through a host-synchronizing MoE dispatcher's per-chunk host
-        # time (search._moe_dispatch.moe_sync_overhead_s) and, with dense first layers, through which ranks
-        # the interleaved chunks put the dense layers on (search._stages.stage_moe_layer_counts): keyed there.
-        # Elsewhere vp 1 bounds every vp (its layer counts are the same; recomputing a block per chunk only
-        # adds time).
-        moe = self.model.moe
-        chunks = vp if moe is not None and (moe.first_dense_layers > 0 or (
-            ep > 1 and moe_exchange[0] in SYNCING_DISPATCHERS)) else 1
-        key = (tp, cp, sp, pp, micro_batch, recompute, tp_comm_overlap, framework, stage_layers, ep, etp,
-               recompute_layers, moe_exchange, chunks)
-        terms = self._bound_cache.get(key)
-        if terms is None:
-            terms = self._bound_cache[key] = self._stage_terms(framework, tp, pp, chunks, cp, sp, micro_batch,
-                                                               recompute, tp_comm_overlap, stage_layers, ep, etp,
-                                                               recompute_layers, moe_exchange)
-        slowest_s, others_s = terms
+        slowest_s, others_s = self.bounds.terms(self.bounds.key(framework, tp, pp, vp, cp, sp, micro_batch, recompute,
+                                                                tp_comm_overlap, stage_layers, ep, etp,
+                                                                recompute_layers, moe_exchange))
         micro_batches = self.tokens_per_step // (self.model.seq_len * dp * micro_batch)
         return self.tokens_per_step / (micro_batches * slowest_s + others_s / vp)
-
-    def _stage_terms(self, framework: Framework, tp: int, pp: int, chunks: int, cp: int, sp: bool, micro_batch: int,
-                     recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int,
-                     etp: int, recompute_layers: int | None, moe_exchange: MoEExchange) -> tuple[float, float]:
-        """:func:`search._predict.stage_bound_terms` of one bound key, from parts cached apart: a
-        layer's terms per shape (10^3-10^4 of them), the layer counts and host overhead per layout
-        (10^2), where a search asks for 10^5 keys, their products. dp, ZeRO and offloads enter none
-        of them (the expert degrees do)."""
-        layout_key = (framework, pp, chunks, stage_layers, recompute, recompute_layers, ep, moe_exchange[0])
-        layout = self._layouts.get(layout_key)
-        if layout is None:
-            one = ParallelConfig.trusted(1, 1, pp, chunks, 1, False, 1, 0, "none", "none", recompute,
-                                         stage_layers=stage_layers, ep=ep, recompute_layers=recompute_layers,
-                                         moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1])
-            layout = self._layouts[layout_key] = (
-                stage_layer_counts(self.model, one), stage_moe_layer_counts(self.model, one),
-                stage_recompute_shares(self.model, one), stage_overhead_s(self.model, framework, one, self.cal))
-        counts, moe_counts, shares, overhead_s = layout
-        layer = self._layer(framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange)
-        return slowest_and_others_s(stage_micro_batch_s(layer, counts, overhead_s, moe_counts, shares))
-
-    def _layer(self, framework: Framework, tp: int, cp: int, sp: bool, micro_batch: int, recompute: Recompute,
-               tp_comm_overlap: bool, ep: int, etp: int, moe_exchange: MoEExchange) -> MicroBatchTerms:
-        """:func:`search._predict.micro_batch_terms` of one layer shape, cached here."""
-        shape = (framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange)
-        layer = self._layer_terms.get(shape)
-        if layer is None:  # the runtime's precision and kernels: its TrainingSpec (the batch plays no part)
-            one = ParallelConfig.trusted(1, tp, 1, 1, cp, sp, micro_batch, 0, "none", "none", recompute,
-                                         tp_comm_overlap=tp_comm_overlap, ep=ep, etp=etp,
-                                         moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1])
-            layer = self._layer_terms[shape] = micro_batch_terms(self.model, self.cluster, one,
-                                                                 self.trainings[framework], self.cal)
-        return layer
 
     def __call__(self, cand: Candidate) -> tuple[Prediction | None, MemoryPlan]:
         """Evaluate once; a repeat (a sampler proposing it again) returns the first answer uncounted."""

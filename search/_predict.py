@@ -310,9 +310,14 @@ def stage_overhead_s(model: ModelSpec, framework: str, config: ParallelConfig, c
 
 
 def slowest_and_others_s(stage_s: tuple[float, ...]) -> tuple[float, float]:
-    """(the slowest rank's per-micro-batch time, the other ranks' summed) of :func:`stage_micro_batch_s`."""
+    """(the slowest rank's per-micro-batch time, the other ranks' summed) of :func:`stage_micro_batch_s`.
+    The ranks are added one after another (as ``sum`` does before Python 3.12, which compensates), so
+    a search's bounds computed many at once (:mod:`search._bounds`) are the same floats on every Python."""
     slowest = max(stage_s)
-    return slowest, sum(stage_s) - slowest
+    total = stage_s[0]
+    for time_s in stage_s[1:]:
+        total += time_s
+    return slowest, total - slowest
 
 
 def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
