@@ -147,12 +147,14 @@ def _rank_activation_bytes(model: ModelSpec, config: ParallelConfig, held: float
 
 def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
                      held: float, last: bool, cal: Calibration, per_micro_batch: float,
-                     working: float, expert_params: float = 0.0) -> MemoryBreakdown:
+                     working: float, expert_params: float = 0.0,
+                     states: ModelStateBytes | None = None) -> MemoryBreakdown:
     """Components of one pipeline rank (:func:`_rank_states`, :func:`_rank_activation_bytes`);
     ``per_micro_batch`` = its layers' stored activation bytes per micro-batch, ``working`` = the
-    transient bytes of one recomputed layer."""
-    states = _rank_states(model, config, training.framework, params, expert_params,
-                          main_grad_bytes(training.framework, training.precision, training.grad_reduce_in_bf16))
+    transient bytes of one recomputed layer; ``states``: its :func:`_rank_states`, where known."""
+    if states is None:
+        states = _rank_states(model, config, training.framework, params, expert_params,
+                              main_grad_bytes(training.framework, training.precision, training.grad_reduce_in_bf16))
     return MemoryBreakdown(
         weights_bytes=states.weights_bytes,
         gradients_bytes=states.gradients_bytes,
@@ -251,9 +253,18 @@ def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: Trainin
                      cal: Calibration, ranks: Sequence[int] | None = None) -> dict[int, MemoryBreakdown]:
     """The memory components of each pipeline rank in ``ranks`` (default: every rank)."""
     lb = saved_linear_input_bytes(training.framework, training.precision)
-    return {r: _stage_breakdown(model, config, training, params, held, r == config.pp - 1, cal, per_mb, working,
-                                experts)
-            for r, held, per_mb, working, params, experts in _rank_inputs(model, config, num_micro_batches, ranks, lb)}
+    grad_bytes = main_grad_bytes(training.framework, training.precision, training.grad_reduce_in_bf16)
+    # Ranks with the same parameters hold the same states (the middle ranks of an even split): computed once.
+    states_of: dict[tuple[float, float], ModelStateBytes] = {}
+    out = {}
+    for r, held, per_mb, working, params, experts in _rank_inputs(model, config, num_micro_batches, ranks, lb):
+        states = states_of.get((params, experts))
+        if states is None:
+            states = states_of[(params, experts)] = _rank_states(model, config, training.framework, params, experts,
+                                                                 grad_bytes)
+        out[r] = _stage_breakdown(model, config, training, params, held, r == config.pp - 1, cal, per_mb, working,
+                                  experts, states)
+    return out
 
 
 def _checked_ranks(model: ModelSpec, config: ParallelConfig) -> tuple[int, ...]:
