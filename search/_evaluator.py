@@ -103,6 +103,10 @@ class FitRow(NamedTuple):
         return Candidate(self.runtime, self.block.config(self.micro_batch, self.placement, self.tiles))
 
 
+_fit_row: Callable[[tuple[Block, int, Framework, Placement, int, float]], FitRow] = partial(tuple.__new__, FitRow)
+"""``FitRow(*fields)`` without the Python-level ``__new__`` of a named tuple (a scan makes 10^5)."""
+
+
 class FitList(Sequence[Candidate]):
     """The fitting candidates in the space's order, each built on access (:class:`FitRow`)."""
 
@@ -154,10 +158,10 @@ class Evaluator:
         self._peaks: dict[tuple[Any, ...], float] = {}
         """Peak bytes of every configuration :meth:`scan_memory` found not to fit (the twins
         :meth:`_derive` starts its estimates from)."""
-        self._refinable: list[tuple[FitRow, bool, int]] = []
+        self._refinable: list[tuple[FitRow, bool, int, bool]] = []
         """Scanned configurations a fine-grained memory policy may improve, by the block-level conditions
-        of :meth:`_partial_kinds` (:meth:`derive_partials` asks the rest), with whether they fit and
-        their index in the scan's fitting list."""
+        of :meth:`_partial_kinds` (:meth:`derive_partials` asks the rest), with whether they fit, their
+        index in the scan's fitting list (-1: none) and whether block recomputation may refine them."""
         self._scanned: dict[tuple[Any, ...], tuple[frozenset[tuple[int, str, int]], dict[tuple[str, int], int]]] = {}
         """Per scanned block (its fields but the entries): its (micro-batch, runtime, tiles) and the
         micro-batch each (runtime, tiles) first failed at (:meth:`_scanned_fit`)."""
@@ -204,7 +208,7 @@ class Evaluator:
         order): the exact count of configurations that fit, the closest misses, and the fitting ones
         (returned, in order, built on access) for the time sweeps."""
         fitting: list[FitRow] = []
-        refinable: list[tuple[FitRow, bool, int]] = []
+        refinable: list[tuple[FitRow, bool, int, bool]] = []
         scanned: dict[tuple[Any, ...], tuple[frozenset[tuple[int, str, int]], dict[tuple[str, int], int]]] = {}
         # Peak memory never falls as the micro-batch grows (activations per micro-batch scale with it,
         # micro-batches in flight at most inversely: stored = per-layer x min(mb (pp - r), batch/dp)),
@@ -225,15 +229,21 @@ class Evaluator:
         # Model states (and the tail after them) per runtime, policy, expert degrees and tiles, for the
         # blocks of one pipeline layout (they come in a run: search._space.enumerate_space's loop order).
         states_by_policy: dict[tuple[Any, ...], tuple[tuple[float, ...], float]] = {}
+        # Whether host memory and NVMe fit, per expert degrees and policy (and, with parameter offload,
+        # micro-batch and recomputation: the host-held checkpoints) within a pipeline layout's run: the
+        # host side depends on nothing else (search._memory_plan.host_breakdown; blocks offload no
+        # activations).
+        host_by_policy: dict[tuple[Any, ...], bool] = {}
         pipeline: tuple[Any, ...] = ()
         order = 0
         for block in blocks:
             dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt, param, rc, entries, _exchange = block
             if pipeline[:4] != (tp, pp, vp, cp) or pipeline[4] is not layout:
-                pipeline, states_by_policy = (tp, pp, vp, cp, layout), {}
+                pipeline, states_by_policy, host_by_policy = (tp, pp, vp, cp, layout), {}, {}
             host = opt != "none" or param != "none"
             # What :meth:`_partial_kinds` can find in this block (it is not asked otherwise).
             refine_fit, refine_miss = rc == "full" or opt == "cpu", pp == 1 and rc == "none"
+            refine_layers = rc == "full" and param == "none"  # with Megatron: :func:`_may_recompute_layers`
             # The GPU's peak alone (:class:`search._memory_plan.GpuPeak`): configurations are built where a
             # cache misses, full plans for what is timed and the closest misses.
             acts_key = (pp, vp, layout, tp, cp, sp, rc, etp, param != "none")
@@ -261,9 +271,9 @@ class Evaluator:
                     if pair not in live:
                         continue
                     if not first:  # another placement of a pair that fits at this micro-batch: the same bytes
-                        row = FitRow(block, mb, runtime, placement, tiles, peak_of[pair])
+                        row = _fit_row((block, mb, runtime, placement, tiles, peak_of[pair]))
                         if refine_fit:
-                            refinable.append((row, True, len(fitting)))
+                            refinable.append((row, True, len(fitting), refine_layers and runtime == "megatron"))
                         fitting.append(row)
                         continue
                     lb = lb_of[runtime]
@@ -289,18 +299,23 @@ class Evaluator:
                         # parameter offload not on the micro-batch either (search._memory_plan.host_breakdown;
                         # blocks offload no activations, so the saved linear-input width plays no part).
                         if host_fits is None:
-                            shared = shared or block.config(mb)
-                            cpu, nvme, _ = host_breakdown(self.model, self.cluster, shared, batch // (dp * mb),
-                                                          self.host_safety_factor)
-                            host_fits = sum(cpu.values()) <= node.cpu_memory_bytes and nvme <= node.nvme_bytes
+                            host_key = (ep, etp, zero, opt, param) if param == "none" else (ep, etp, zero, opt, param,
+                                                                                            mb, rc)
+                            host_fits = host_by_policy.get(host_key)
+                            if host_fits is None:
+                                shared = shared or block.config(mb)
+                                cpu, nvme, _ = host_breakdown(self.model, self.cluster, shared, batch // (dp * mb),
+                                                              self.host_safety_factor)
+                                host_fits = host_by_policy[host_key] = (sum(cpu.values()) <= node.cpu_memory_bytes
+                                                                        and nvme <= node.nvme_bytes)
                         fit = host_fits
-                    row = FitRow(block, mb, runtime, placement, tiles, peak)
+                    row = _fit_row((block, mb, runtime, placement, tiles, peak))
                     if fit:
                         peak_of[pair] = peak
                         if refine_fit:
                             # Which policies may refine it is asked in derive_partials, against every
                             # configuration the scan found to fit.
-                            refinable.append((row, True, len(fitting)))
+                            refinable.append((row, True, len(fitting), refine_layers and runtime == "megatron"))
                         fitting.append(row)
                         continue
                     # A twin a refinement starts from (:func:`_twin_key`).
@@ -311,7 +326,7 @@ class Evaluator:
                     if len(closest) < 3 or -peak / gpu_bytes >= closest[0][0][0]:  # _remember_miss's first test
                         self._remember_miss(row, order, host)
                     if refine_miss and runtime == "megatron":
-                        refinable.append((row, False, -1))
+                        refinable.append((row, False, -1, False))
         self._scanned = scanned
         self._refinable = refinable
         self.n_feasible = len(fitting)
@@ -416,11 +431,25 @@ class Evaluator:
         gains = {shape: _recompute_gain(layer) for shape, layer in self.bounds.layers().items()
                  if shape[5] == "full"}
         top_gain = max(gains.values(), default=1.0)
-        for row, fit, index in self._refinable:
+        refinable = self._refinable
+        # Most sources fit and cannot beat the threshold even at the largest gain: ruled out at once.
+        # (A miss, at index -1, reads the inf appended: never ruled out here.)
+        at = np.array([index for _row, _fit, index, _layers in refinable], dtype=np.intp)
+        best_case = np.append(np.asarray(bounds, dtype=float), np.inf)[at] * np.where(
+            [layers for _row, _fit, _index, layers in refinable], top_gain, 1.0)
+        sources: list[tuple[FitRow, tuple[str, ...]]] = []
+        for k in np.flatnonzero(best_case > threshold_tokens_per_s).tolist():
+            row, fit, index, _layers = refinable[k]
             if fit and self._beyond_refinement(row, bounds[index], threshold_tokens_per_s, gains, top_gain):
-                continue  # most sources: which policies may refine them is not asked
+                continue  # which policies may refine it is not asked
             kinds = self._partial_kinds(row, fit)
-            if not kinds or self._row_bound(row, 1 if "recompute_layers" in kinds else None) <= threshold_tokens_per_s:
+            if kinds:
+                sources.append((row, kinds))
+        # Their best cases (one recomputed layer, or their own bound), computed together.
+        best = self._rows_bounds([row for row, _kinds in sources],
+                                 [1 if "recompute_layers" in kinds else None for _row, kinds in sources])
+        for (row, kinds), bound in zip(sources, best, strict=True):
+            if bound <= threshold_tokens_per_s:
                 continue
             cand = row.candidate()
             for part, part_plan in self._derive(cand, row.peak_bytes, kinds):
@@ -484,27 +513,31 @@ class Evaluator:
                            (c.moe_dispatcher, c.moe_a2a_overlap))
 
     def row_bounds(self, rows: FitList) -> list[float]:
-        """:meth:`upper_bound_tokens_per_s` of each scanned fitting candidate, without building it: a
-        row's bound key from its block's (rows of one block come together) and its runtime and
-        micro-batch, the keys' terms at once (:meth:`ThroughputBounds.many`), the bounds as arrays
-        (the same operations as :meth:`_bound`)."""
+        """:meth:`upper_bound_tokens_per_s` of each scanned fitting candidate, without building it."""
+        return self._rows_bounds(rows.rows, [None] * len(rows.rows))
+
+    def _rows_bounds(self, rows: Sequence[FitRow], recompute_layers: Sequence[int | None]) -> list[float]:
+        """:meth:`_row_bound` of each row with its ``recompute_layers``: a row's bound key from its
+        block's (rows of one block come together) and its runtime, micro-batch and recomputed layers,
+        the keys' terms at once (:meth:`ThroughputBounds.many`), the bounds as arrays (the same
+        operations as :meth:`_bound`)."""
         keys: list[BoundKey] = []
-        position_of: dict[tuple[Any, ...], dict[tuple[Framework, int], int]] = {}
+        position_of: dict[tuple[Any, ...], dict[tuple[Framework, int, int | None], int]] = {}
         positions: list[int] = []
         dp_mb: list[int] = []
         vps: list[int] = []
         block: Block | None = None
-        at: dict[tuple[Framework, int], int] = {}
-        for row in rows.rows:
+        at: dict[tuple[Framework, int, int | None], int] = {}
+        for row, layers in zip(rows, recompute_layers, strict=True):
             if row.block is not block:
                 block = row.block
                 at = position_of.setdefault((*block[1:10], block.recompute, block.moe_exchange), {})
-            position = at.get((row.runtime, row.micro_batch))
+            position = at.get((row.runtime, row.micro_batch, layers))
             if position is None:
-                position = at[(row.runtime, row.micro_batch)] = len(keys)
+                position = at[(row.runtime, row.micro_batch, layers)] = len(keys)
                 keys.append(self.bounds.key(row.runtime, block.tp, block.pp, block.vp, block.cp, block.sp,
                                             row.micro_batch, block.recompute, block.tp_comm_overlap,
-                                            block.stage_layers, block.ep, block.etp, None, block.moe_exchange))
+                                            block.stage_layers, block.ep, block.etp, layers, block.moe_exchange))
             positions.append(position)
             dp_mb.append(block.dp * row.micro_batch)
             vps.append(block.vp)
