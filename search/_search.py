@@ -109,19 +109,20 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     framework = check_moe_exchange(model, framework, moe_dispatcher, moe_a2a_overlap)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
-    space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
-                            allow_tiling=allow_tiling, moe_exchange=(moe_dispatcher, moe_a2a_overlap))
-    ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour, min_headroom_bytes,
-                   host_safety_factor, grad_reduce_in_bf16)
-    name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
-    exhaustive = storage is None and space.n_valid <= max_exhaustive and n_trials is None
+    study: optuna.Study | None = None
+    with _gc_paused():  # the enumeration and an exhaustive sweep (not a sampler's open-ended trials)
+        space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
+                                allow_tiling=allow_tiling, moe_exchange=(moe_dispatcher, moe_a2a_overlap))
+        ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour,
+                       min_headroom_bytes, host_safety_factor, grad_reduce_in_bf16)
+        name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
+        exhaustive = storage is None and space.n_valid <= max_exhaustive and n_trials is None
+        if exhaustive:
+            study = _sweep_exhaustively(ev, space.blocks, cluster, model, objective, name, top_k, progress)
     if storage is not None:
         study = run_shared(space.candidates, ev, objective, storage, name, progress, top_k)
         exhaustive = True
-    elif exhaustive:
-        with _gc_paused():
-            study = _sweep_exhaustively(ev, space.blocks, cluster, model, objective, name, top_k, progress)
-    else:
+    elif study is None:
         study = run_sampler(space.candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,
                              cluster, progress)
     top, pareto = rank(ev, objective, top_k)
@@ -168,10 +169,11 @@ def _sweep_exhaustively(ev: Evaluator, blocks: Sequence[Block], cluster: Cluster
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a sweep builds its 10^5-10^6 rows, tuples and
-    caches: they hold no cycles, yet every collection of the oldest generation walks all of them (a
-    third of a 660,000-configuration search's time). Back on afterwards if it was on. The switch is
-    process-wide: a search running alongside in another thread is only slower or faster, not changed."""
+    """Python's cyclic garbage collector off while a search enumerates and sweeps its 10^5-10^6
+    blocks, rows, tuples and caches: they hold no cycles, yet every collection of the oldest
+    generation walks all of them (a third of a 660,000-configuration search's time). Back on
+    afterwards if it was on. The switch is process-wide: a search running alongside in another
+    thread is only slower or faster, not changed."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
