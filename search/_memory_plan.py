@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import add
 
 from search._breakdowns import MemoryBreakdown
 from search._calibration import Calibration
@@ -146,12 +147,14 @@ def _rank_activation_bytes(model: ModelSpec, config: ParallelConfig, held: float
 
 def _stage_breakdown(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, params: float,
                      held: float, last: bool, cal: Calibration, per_micro_batch: float,
-                     working: float, expert_params: float = 0.0) -> MemoryBreakdown:
+                     working: float, expert_params: float = 0.0,
+                     states: ModelStateBytes | None = None) -> MemoryBreakdown:
     """Components of one pipeline rank (:func:`_rank_states`, :func:`_rank_activation_bytes`);
     ``per_micro_batch`` = its layers' stored activation bytes per micro-batch, ``working`` = the
-    transient bytes of one recomputed layer."""
-    states = _rank_states(model, config, training.framework, params, expert_params,
-                          main_grad_bytes(training.framework, training.precision, training.grad_reduce_in_bf16))
+    transient bytes of one recomputed layer; ``states``: its :func:`_rank_states`, where known."""
+    if states is None:
+        states = _rank_states(model, config, training.framework, params, expert_params,
+                              main_grad_bytes(training.framework, training.precision, training.grad_reduce_in_bf16))
     return MemoryBreakdown(
         weights_bytes=states.weights_bytes,
         gradients_bytes=states.gradients_bytes,
@@ -181,23 +184,20 @@ RankInputs = tuple[int, float, float, float, float, float]
 """(rank, micro-batches held, stored activation bytes per micro-batch, working bytes, parameters
 per GPU, routed-expert parameters per GPU) of one pipeline rank."""
 
+LayerBytes = tuple[float, float, float, float, float]
+"""(stored bytes of a dense layer, of an MoE layer, the same two for a layer that does not recompute,
+working bytes of one recomputed layer) per micro-batch: :func:`_layer_bytes`."""
 
-def _rank_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: int,
-                 ranks: Sequence[int] | None, lb: float = BYTES_16BIT) -> list[RankInputs]:
-    """What :func:`_stage_breakdown` needs for each pipeline rank in ``ranks`` (default: every rank);
-    ``lb``: bytes per element of the saved linear-layer inputs (:func:`saved_linear_input_bytes`)."""
+
+def _layer_bytes(model: ModelSpec, config: ParallelConfig, lb: float) -> LayerBytes:
+    """One layer's activation bytes per micro-batch (:data:`LayerBytes`); they depend on the layer's
+    shape (micro-batch, tp, cp, sp, etp), the recomputation and ``lb``, not on the pipeline."""
     c = config
-    counts = stage_layer_counts(model, c)
-    moe_counts = stage_moe_layer_counts(model, c)
-    params = stage_params_per_rank(model, c)
-    experts = stage_expert_params_per_rank(model, c) if model.moe is not None else (0.0,) * c.pp
     per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute, linear_input_bytes=lb)
     per_moe_layer = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, c.recompute, lb)
                      if model.moe is not None else per_layer)
-    partial = c.recompute == "full" and c.recompute_layers is not None
-    shares = stage_recompute_shares(model, c) if partial else None
     kept, kept_moe = per_layer, per_moe_layer  # layers that do not recompute (partial recomputation)
-    if partial:
+    if c.recompute == "full" and c.recompute_layers is not None:
         kept = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, "none", linear_input_bytes=lb)
         kept_moe = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none", lb)
                     if model.moe is not None else kept)
@@ -207,6 +207,18 @@ def _rank_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: in
         if model.moe is not None:
             working = max(working, moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none",
                                                               lb))
+    return per_layer, per_moe_layer, kept, kept_moe, working
+
+
+def _rank_activation_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: int,
+                            ranks: Sequence[int] | None, layer: LayerBytes) -> list[tuple[int, float, float, float]]:
+    """(rank, micro-batches held, stored activation bytes per micro-batch, working bytes) of each
+    pipeline rank in ``ranks`` (default: every rank), from one layer's bytes (:func:`_layer_bytes`)."""
+    c = config
+    per_layer, per_moe_layer, kept, kept_moe, working = layer
+    counts = stage_layer_counts(model, c)
+    moe_counts = stage_moe_layer_counts(model, c)
+    shares = stage_recompute_shares(model, c) if c.recompute == "full" and c.recompute_layers is not None else None
     out = []
     for r in range(c.pp) if ranks is None else ranks:
         held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, r) if c.pp > 1 else float(
@@ -221,17 +233,38 @@ def _rank_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: in
         if c.activation_offload_layers:
             # Offloaded layers leave the GPU after their forward; one comes back ahead of its backward.
             per_mb -= (c.activation_offload_layers - 1) * per_layer
-        out.append((r, held, per_mb, working, params[r], experts[r]))
+        out.append((r, held, per_mb, working))
     return out
+
+
+def _rank_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: int,
+                 ranks: Sequence[int] | None, lb: float = BYTES_16BIT) -> list[RankInputs]:
+    """What :func:`_stage_breakdown` needs for each pipeline rank in ``ranks`` (default: every rank);
+    ``lb``: bytes per element of the saved linear-layer inputs (:func:`saved_linear_input_bytes`)."""
+    c = config
+    params = stage_params_per_rank(model, c)
+    experts = stage_expert_params_per_rank(model, c) if model.moe is not None else (0.0,) * c.pp
+    return [(r, held, per_mb, working, params[r], experts[r])
+            for r, held, per_mb, working in _rank_activation_inputs(model, c, num_micro_batches, ranks,
+                                                                    _layer_bytes(model, c, lb))]
 
 
 def stage_breakdowns(model: ModelSpec, config: ParallelConfig, training: TrainingSpec, num_micro_batches: int,
                      cal: Calibration, ranks: Sequence[int] | None = None) -> dict[int, MemoryBreakdown]:
     """The memory components of each pipeline rank in ``ranks`` (default: every rank)."""
     lb = saved_linear_input_bytes(training.framework, training.precision)
-    return {r: _stage_breakdown(model, config, training, params, held, r == config.pp - 1, cal, per_mb, working,
-                                experts)
-            for r, held, per_mb, working, params, experts in _rank_inputs(model, config, num_micro_batches, ranks, lb)}
+    grad_bytes = main_grad_bytes(training.framework, training.precision, training.grad_reduce_in_bf16)
+    # Ranks with the same parameters hold the same states (the middle ranks of an even split): computed once.
+    states_of: dict[tuple[float, float], ModelStateBytes] = {}
+    out = {}
+    for r, held, per_mb, working, params, experts in _rank_inputs(model, config, num_micro_batches, ranks, lb):
+        states = states_of.get((params, experts))
+        if states is None:
+            states = states_of[(params, experts)] = _rank_states(model, config, training.framework, params, experts,
+                                                                 grad_bytes)
+        out[r] = _stage_breakdown(model, config, training, params, held, r == config.pp - 1, cal, per_mb, working,
+                                  experts, states)
+    return out
 
 
 def _checked_ranks(model: ModelSpec, config: ParallelConfig) -> tuple[int, ...]:
@@ -266,6 +299,10 @@ class GpuPeak:
         self._states: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._activations: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._tails: dict[tuple[str, int], float] = {}
+        self._layer_bytes: dict[tuple[object, ...], LayerBytes] = {}
+        self.states_by_vp = model.moe is not None and model.moe.first_dense_layers > 0
+        """Whether vp changes the model states: only through which ranks the interleaved chunks put dense
+        first layers on (:func:`search._stages.stage_moe_layer_counts`); elsewhere they are keyed at vp 1."""
 
     def __call__(self, config: ParallelConfig, framework: str, num_micro_batches: int) -> float:
         return self.peak(self.states(config, framework),
@@ -295,9 +332,13 @@ class GpuPeak:
         acts = self._activations.get(akey)
         if acts is None:
             frag = self.cal.memory_fragmentation
+            lkey = (c.micro_batch, c.tp, c.cp, c.sp, c.etp, c.recompute, c.recompute_layers is not None, lb)
+            layer = self._layer_bytes.get(lkey)
+            if layer is None:
+                layer = self._layer_bytes[lkey] = _layer_bytes(self.model, c, lb)
             acts = tuple(frag * _rank_activation_bytes(self.model, c, held, r == c.pp - 1, per_mb, working)
-                         for r, held, per_mb, working, _p, _e in _rank_inputs(self.model, c, num_micro_batches,
-                                                                             _checked_ranks(self.model, c), lb))
+                         for r, held, per_mb, working in _rank_activation_inputs(
+                             self.model, c, num_micro_batches, _checked_ranks(self.model, c), layer))
             self._activations[akey] = acts
         return acts
 
@@ -305,12 +346,12 @@ class GpuPeak:
         """:meth:`states` already computed under ``key`` (:meth:`state_key`), else None."""
         return self._states.get(key)
 
-    @staticmethod
-    def state_key(config: ParallelConfig, framework: str) -> tuple[object, ...]:
+    def state_key(self, config: ParallelConfig, framework: str) -> tuple[object, ...]:
         """What the model states depend on (the scan writes the same tuple from a block's fields)."""
         c = config
-        return (framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.zero_stage, c.offload_optimizer, c.offload_param,
-                c.optimizer_offload_fraction, c.stage_layers, c.ep, c.etp, c.tiles)
+        return (framework, c.dp, c.tp, c.pp, c.vp if self.states_by_vp else 1, c.cp, c.zero_stage,
+                c.offload_optimizer, c.offload_param, c.optimizer_offload_fraction, c.stage_layers, c.ep, c.etp,
+                c.tiles)
 
     def states(self, config: ParallelConfig, framework: str) -> tuple[float, ...]:
         """Model-state bytes of each checked rank (weights, gradients, optimizer states, gathered
@@ -329,18 +370,22 @@ class GpuPeak:
             states = self._states[skey] = tuple(sums)
         return states
 
-    def peak(self, states: tuple[float, ...], activations: tuple[float, ...], framework: str,
-             zero_stage: int) -> float:
-        """The fullest checked rank's total, from :meth:`states` and :meth:`activations` of one configuration."""
+    def tail_bytes(self, framework: str, zero_stage: int) -> float:
+        """What every rank adds after its states and activations: DeepSpeed's buckets (fragmented)."""
         tail = self._tails.get((framework, zero_stage))
         if tail is None:
             tail = self._tails[(framework, zero_stage)] = (
                 self.cal.memory_fragmentation * deepspeed_bucket_bytes(framework, zero_stage, 2))
-        overhead = self.cal.memory_overhead_bytes
-        peak = states[0] + activations[0] + tail + overhead
-        for i in range(1, len(activations)):
-            peak = max(peak, states[i] + activations[i] + tail + overhead)
-        return peak
+        return tail
+
+    def peak(self, states: tuple[float, ...], activations: tuple[float, ...], framework: str,
+             zero_stage: int) -> float:
+        """The fullest checked rank's total, from :meth:`states` and :meth:`activations` of one
+        configuration: ``states + activations + tail + overhead`` of each rank, the largest. Rounding
+        is monotone, so that is the largest ``states + activations`` plus the rest (the same float; the
+        scan writes it out)."""
+        fullest: float = max(map(add, states, activations))
+        return fullest + self.tail_bytes(framework, zero_stage) + self.cal.memory_overhead_bytes
 
 
 @lru_cache(maxsize=4096)

@@ -297,21 +297,45 @@ def dp_overlap(framework: str, pp: int, cal: Calibration) -> float:
     return 0.0 if framework == "megatron-deepspeed" and pp > 1 else cal.dp_overlap
 
 
+def micro_batch_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
+                      cal: Calibration) -> MicroBatchTerms:
+    """One layer's and the LM head's per-micro-batch terms (:func:`_micro_batch_terms`): they depend on
+    the degrees that shape a layer, not on dp, pp, vp, ZeRO or the layout."""
+    c = config
+    return _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
+                              c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework,
+                              cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap)
+
+
+def stage_overhead_s(model: ModelSpec, framework: str, config: ParallelConfig, cal: Calibration) -> float:
+    """Host time each pipeline rank adds per micro-batch: the runtime's (:func:`microbatch_overhead_s`)
+    and a host-synchronizing MoE dispatcher's per chunk (:func:`moe_sync_overhead_s`)."""
+    c = config
+    return microbatch_overhead_s(framework, c.pp, cal, c.cuda_graphs) + (
+        moe_sync_overhead_s(c.ep, c.vp, c.moe_dispatcher, cal.moe_sync_chunk_s) if model.moe is not None else 0.0)
+
+
+def slowest_and_others_s(stage_s: tuple[float, ...]) -> tuple[float, float]:
+    """(the slowest rank's per-micro-batch time, the other ranks' summed) of :func:`stage_micro_batch_s`.
+    The ranks are added one after another (as ``sum`` does before Python 3.12, which compensates), so
+    a search's bounds computed many at once (:mod:`search._bounds`) are the same floats on every Python."""
+    slowest = max(stage_s)
+    total = stage_s[0]
+    for time_s in stage_s[1:]:
+        total += time_s
+    return slowest, total - slowest
+
+
 def stage_bound_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
                       calibration: Calibration | None = None) -> tuple[float, float]:
     """(the slowest rank's per-micro-batch work, the other ranks' summed): what no overlap can hide,
     per micro-batch in the steady state and once in the warm-up and cool-down."""
     cal = calibration or default_calibration()
     c = config
-    t = _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
-                           c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework,
-                           cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap)
-    overhead_s = microbatch_overhead_s(training.framework, c.pp, cal, c.cuda_graphs) + (
-        moe_sync_overhead_s(c.ep, c.vp, c.moe_dispatcher, cal.moe_sync_chunk_s) if model.moe is not None else 0.0)
-    stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), overhead_s,
+    t = micro_batch_terms(model, cluster, c, training, cal)
+    stage_s = stage_micro_batch_s(t, stage_layer_counts(model, c), stage_overhead_s(model, training.framework, c, cal),
                                   stage_moe_layer_counts(model, c), stage_recompute_shares(model, c))
-    slowest = max(stage_s)
-    return slowest, sum(stage_s) - slowest
+    return slowest_and_others_s(stage_s)
 
 
 def time_lower_bound_s(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
@@ -375,8 +399,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
                            c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework, cluster.fabric,
                            c.moe_dispatcher, c.moe_a2a_overlap)
     lt = t.layer
-    overhead_mb_s = microbatch_overhead_s(training.framework, c.pp, cal, c.cuda_graphs) + (
-        moe_sync_overhead_s(c.ep, c.vp, c.moe_dispatcher, cal.moe_sync_chunk_s) if model.moe is not None else 0.0)
+    overhead_mb_s = stage_overhead_s(model, training.framework, c, cal)
     shares = stage_recompute_shares(model, c)
     stage_s = stage_micro_batch_s(t, counts, overhead_mb_s, moe_counts, shares)
     # The pipeline's pace is its slowest rank (Narayanan et al. 2021 Sec. 2.2: every micro-batch

@@ -12,9 +12,12 @@ evaluates queued trials until none is left (one trial per configuration).
 
 from __future__ import annotations
 
+import gc
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Literal, cast, get_args
+from typing import TYPE_CHECKING, Literal, cast, get_args
 
 from search._calibration import Calibration, default_calibration
 from search._cluster_spec import ClusterSpec
@@ -36,9 +39,12 @@ from search._parallel_spec import (
 from search._predict import check_host_safety_factor, predict_memory
 from search._ranking import describe, objective_score, pareto_front, rank
 from search._search_result import SearchResult
-from search._space import Candidate, FrameworkTarget, enumerate_space, why_no_valid
+from search._space import Block, Candidate, FrameworkTarget, enumerate_space, why_no_valid
 from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared, tell_study
 from search._sweeps import equivalence_sweep, pareto_refine, pareto_sweep, sweep, sweep_band
+
+if TYPE_CHECKING:
+    import optuna
 
 Objective = Literal["throughput", "cost", "pareto"]
 OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
@@ -110,36 +116,21 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     framework = check_cuda_graphs(framework, cuda_graphs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
-    space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
-                            allow_tiling=allow_tiling, moe_exchange=(moe_dispatcher, moe_a2a_overlap),
-                            cuda_graphs=cuda_graphs)
-    ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour, min_headroom_bytes,
-                   host_safety_factor, grad_reduce_in_bf16)
-    name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
-    exhaustive = storage is None and space.n_valid <= max_exhaustive and n_trials is None
+    study: optuna.Study | None = None
+    with _gc_paused():  # the enumeration and an exhaustive sweep (not a sampler's open-ended trials)
+        space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
+                                allow_tiling=allow_tiling, moe_exchange=(moe_dispatcher, moe_a2a_overlap),
+                                cuda_graphs=cuda_graphs)
+        ev = Evaluator(model, cluster, global_batch, precision, cal, objective, price_per_gpu_hour,
+                       min_headroom_bytes, host_safety_factor, grad_reduce_in_bf16)
+        name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
+        exhaustive = storage is None and space.n_valid <= max_exhaustive and n_trials is None
+        if exhaustive:
+            study = _sweep_exhaustively(ev, space.blocks, cluster, model, objective, name, top_k, progress)
     if storage is not None:
         study = run_shared(space.candidates, ev, objective, storage, name, progress, top_k)
         exhaustive = True
-    elif exhaustive:
-        # Memory of every configuration (the exact feasible count), then the Pareto front and the
-        # top k by branch and bound over those that fit.
-        fitting = ev.scan_memory(space.blocks)
-        bounds = ev.row_bounds(fitting)
-        pareto_sweep(fitting, ev, bounds)
-        sweep(fitting, ev, top_k, "throughput", progress, bounds=bounds)
-        # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
-        band = sweep_band({row.runtime for row in fitting.rows}, cluster, model.moe is not None)
-        derived = ev.derive_partials(ev.threshold_tokens_per_s(band))
-        if derived:
-            pareto_refine(derived, ev)
-            sweep(derived, ev, top_k, "throughput", None, known=list(ev.feasible))
-        # Then the simplest of those the model cannot tell from the best, as many as the top k lists
-        # (the Pareto objective's answer is the front itself).
-        if objective != "pareto":
-            equivalence_sweep([(fitting, bounds), (derived, [ev.upper_bound_tokens_per_s(c) for c in derived])], ev,
-                              top_k)
-        study = tell_study(ev, objective, name, top_k)
-    else:
+    elif study is None:
         study = run_sampler(space.candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,
                              cluster, progress)
     top, pareto = rank(ev, objective, top_k)
@@ -160,6 +151,44 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         n_valid=space.n_valid, n_feasible=ev.n_feasible, n_evaluated=ev.n_evaluated, exhaustive=exhaustive,
         elapsed_s=elapsed, study_name=name, hints=hints,
     )
+
+
+def _sweep_exhaustively(ev: Evaluator, blocks: Sequence[Block], cluster: ClusterSpec, model: ModelSpec,
+                        objective: Objective, name: str, top_k: int, progress: ProgressFn | None) -> optuna.Study:
+    """The exact answer by branch and bound, told to a new study: memory of every configuration (the
+    exact feasible count), then the Pareto front and the top k by branch and bound over those that fit."""
+    fitting = ev.scan_memory(blocks)
+    bounds = ev.row_bounds(fitting)
+    pareto_sweep(fitting, ev, bounds)
+    sweep(fitting, ev, top_k, "throughput", progress, bounds=bounds)
+    # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
+    band = sweep_band({row.runtime for row in fitting.rows}, cluster, model.moe is not None)
+    derived = ev.derive_partials(ev.threshold_tokens_per_s(band), bounds)
+    if derived:
+        pareto_refine(derived, ev)
+        sweep(derived, ev, top_k, "throughput", None, known=list(ev.feasible))
+    # Then the simplest of those the model cannot tell from the best, as many as the top k lists
+    # (the Pareto objective's answer is the front itself).
+    if objective != "pareto":
+        equivalence_sweep([(fitting, bounds), (derived, [ev.upper_bound_tokens_per_s(c) for c in derived])], ev,
+                          top_k)
+    return tell_study(ev, objective, name, top_k)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a search enumerates and sweeps its 10^5-10^6
+    blocks, rows, tuples and caches: they hold no cycles, yet every collection of the oldest
+    generation walks all of them (a third of a 660,000-configuration search's time). Back on
+    afterwards if it was on. The switch is process-wide: a search running alongside in another
+    thread is only slower or faster, not changed."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def check_moe_exchange(model: ModelSpec, framework: FrameworkTarget, moe_dispatcher: str,

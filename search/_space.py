@@ -411,45 +411,67 @@ def enumerate_space(
                     if not live:
                         continue
                     options = _labelled_policies(live, pp > 1, dp * cp > 1, allow_untested)
+                    # The runtimes of a policy depend on the expert degrees only through whether there are
+                    # any: listed once per (sp, overlap, experts or not) of this layout.
+                    labelled: dict[tuple[bool, bool, bool], list[_Labelled]] = {}
                     for (sp, overlap), (ep, etp) in ((s, e) for s in sps for e in experts):
-                        for (zero, opt, param), all_labels in options:
-                            for rc in recomputes:
-                                labels = tuple(r for r in all_labels if _admits(
-                                    _status(r, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, ep * etp > 1),
-                                    allow_untested))
-                                if not labels:
-                                    continue
-                                # Megatron's --use-tp-pp-dp-mapping (the one runtime with the knob,
-                                # search._support): a different layout only when both dp and pp > 1.
-                                placed = (dp > 1 and pp > 1 and "megatron" in labels
-                                          and _admits(_status("megatron", tp, pp, vp, cp, sp, zero, opt, param, rc,
-                                                              overlap, ep * etp > 1, placed=True), allow_untested))
-                                tiled = allow_tiling and zero == 3 and "deepspeed" in labels
-                                ekey = (labels, placed, tiled, per_rank, pp, vp)  # ``micro`` follows per_rank
-                                entries_n = entries_of.get(ekey)
-                                if entries_n is None:
-                                    entries: list[tuple[int, tuple[Variant, ...]]] = []
-                                    for mb in micro:
-                                        vkey = (labels, placed, tiled, per_rank // mb, pp, vp)
-                                        variants = variants_of.get(vkey)
-                                        if variants is None:
-                                            variants = variants_of[vkey] = _variants(labels, placed, tiled,
-                                                                                     per_rank // mb, pp, vp)
-                                        if variants:
-                                            entries.append((mb, variants))
-                                    entries_n = entries_of[ekey] = (tuple(entries),
-                                                                     sum(len(v) for _mb, v in entries))
-                                if entries_n[0]:
-                                    n_valid += entries_n[1]
-                                    exchange = moe_exchange_of(moe_exchange, pp, vp, ep, etp, rc)
-                                    blocks.append(Block(dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt,
-                                                        param, rc, entries_n[0], exchange,
-                                                        cuda_graphs_of(cuda_graphs, moe, ep, zero, exchange)))
+                        runs = labelled.get((sp, overlap, ep * etp > 1))
+                        if runs is None:
+                            runs = labelled[(sp, overlap, ep * etp > 1)] = _labelled_runs(
+                                options, recomputes, tp, pp, vp, cp, sp, overlap, ep * etp > 1, dp > 1, allow_untested)
+                        for zero, opt, param, rc, labels, placed in runs:
+                            tiled = allow_tiling and zero == 3 and "deepspeed" in labels
+                            ekey = (labels, placed, tiled, per_rank, pp, vp)  # ``micro`` follows per_rank
+                            entries_n = entries_of.get(ekey)
+                            if entries_n is None:
+                                entries: list[tuple[int, tuple[Variant, ...]]] = []
+                                for mb in micro:
+                                    vkey = (labels, placed, tiled, per_rank // mb, pp, vp)
+                                    variants = variants_of.get(vkey)
+                                    if variants is None:
+                                        variants = variants_of[vkey] = _variants(labels, placed, tiled,
+                                                                                 per_rank // mb, pp, vp)
+                                    if variants:
+                                        entries.append((mb, variants))
+                                entries_n = entries_of[ekey] = (tuple(entries),
+                                                                 sum(len(v) for _mb, v in entries))
+                            if entries_n[0]:
+                                n_valid += entries_n[1]
+                                exchange = moe_exchange_of(moe_exchange, pp, vp, ep, etp, rc)
+                                blocks.append(Block(dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt,
+                                                    param, rc, entries_n[0], exchange,
+                                                    cuda_graphs_of(cuda_graphs, moe, ep, zero, exchange)))
 
     n_micro = len(mbs) if mbs is not None else len(divisors(global_batch))
     size = (len(runtimes) * len(world_divisors) ** 3 * len(divisors(model.layers)) * 3 * n_micro
             * len(_ZERO_STAGES) * len(_OFFLOADS) ** 2 * len(_RECOMPUTES))
     return Space(size=size, blocks=tuple(blocks), n_valid=n_valid)
+
+
+_Labelled = tuple[int, Offload, Offload, Recompute, tuple[Framework, ...], bool]
+"""(zero, offload_optimizer, offload_param, recompute, the runtimes that run it, whether Megatron also
+runs it with the tp-cp-ep-pp-dp placement) of one policy and recomputation (:func:`_labelled_runs`)."""
+
+
+def _labelled_runs(options: tuple[tuple[Policy, tuple[Framework, ...]], ...], recomputes: tuple[Recompute, ...],
+                   tp: int, pp: int, vp: int, cp: int, sp: bool, overlap: bool, expert: bool, data_parallel: bool,
+                   allow_untested: bool) -> list[_Labelled]:
+    """Each policy of ``options`` and recomputation, in the space's order, with the runtimes of its
+    labels that run it (the support matrix; none: left out), and whether Megatron also runs it with
+    the tp-cp-ep-pp-dp placement (``--use-tp-pp-dp-mapping``, the one runtime with the knob,
+    search._support): a different layout only when both dp and pp > 1."""
+    out = []
+    for (zero, opt, param), all_labels in options:
+        for rc in recomputes:
+            labels = tuple(r for r in all_labels if _admits(
+                _status(r, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, expert), allow_untested))
+            if not labels:
+                continue
+            placed = (data_parallel and pp > 1 and "megatron" in labels
+                      and _admits(_status("megatron", tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, expert,
+                                          placed=True), allow_untested))
+            out.append((zero, opt, param, rc, labels, placed))
+    return out
 
 
 def _variants(labels: tuple[Framework, ...], placed: bool, tiled: bool, n_micro: int, pp: int,

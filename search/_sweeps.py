@@ -7,6 +7,8 @@ import heapq
 import itertools
 from collections.abc import Sequence
 
+import numpy as np
+
 from search._cluster_spec import ClusterSpec
 from search._error_band import error_band, within_band
 from search._evaluator import Evaluator, FitList, ProgressFn
@@ -14,6 +16,9 @@ from search._parallel_spec import Framework
 from search._prediction import Prediction
 from search._ranking import complexity, listing_key
 from search._space import Candidate
+
+_PARETO_CHUNK = 1024
+"""Configurations :func:`pareto_sweep` rules out at once against the best throughput so far."""
 
 
 class _TopListed:
@@ -66,12 +71,12 @@ def sweep(candidates: Sequence[Candidate], ev: Evaluator, top_k: int, objective:
     total = len(candidates)
     if bounds is None:
         bounds = [ev.upper_bound_tokens_per_s(c) for c in candidates]
-    order = sorted(zip(bounds, range(total), strict=True), reverse=True)
     top = _TopListed(top_k)
     for timed, timed_pred, _score in known:
         top.add(timed, timed_pred)
     step = max(1, total // 100)
-    for visited, (bound, i) in enumerate(order, start=1):
+    for visited, i in enumerate(_best_first(bounds), start=1):
+        bound = bounds[i]
         if objective != "pareto" and top.full() and bound <= top.floor():
             break
         if max_visits is not None and visited > max_visits:
@@ -134,14 +139,20 @@ def pareto_sweep(fitting: FitList, ev: Evaluator, bounds: Sequence[float]) -> No
     dominated and skipped. The front of the timed configurations is then the front of the space.
     ``bounds``: each one's :meth:`Evaluator.upper_bound_tokens_per_s`."""
     rows, capacity = fitting.rows, ev.cluster.gpu.memory_bytes
+    headroom = capacity - np.fromiter((row.peak_bytes for row in rows), dtype=float, count=len(rows))
+    # Most headroom first; ties in the scan's order (a stable sort of the negated headroom).
+    order = np.argsort(-headroom, kind="stable")
+    ordered = np.asarray(bounds, dtype=float)[order]
     best = 0.0
-    # Most headroom first; ties in the scan's order (sorted is stable, reversed too).
-    for i in sorted(range(len(rows)), key=lambda i: capacity - rows[i].peak_bytes, reverse=True):
-        if bounds[i] <= best:
-            continue
-        pred, _plan = ev(fitting[i])
-        if pred is not None:
-            best = max(best, pred.tokens_per_s)
+    for start in range(0, len(order), _PARETO_CHUNK):
+        # The best throughput only grows: what it dominates at the start of a chunk is dominated
+        # throughout, and only the rest is walked one by one.
+        for j in (start + np.flatnonzero(ordered[start:start + _PARETO_CHUNK] > best)).tolist():
+            if ordered[j] <= best:
+                continue
+            pred, _plan = ev(fitting[int(order[j])])
+            if pred is not None:
+                best = max(best, pred.tokens_per_s)
 
 
 def pareto_refine(derived: Sequence[Candidate], ev: Evaluator) -> None:
@@ -161,6 +172,13 @@ def pareto_refine(derived: Sequence[Candidate], ev: Evaluator) -> None:
         pred, _plan = ev(cand)
         if pred is not None:
             best = max(best, pred.tokens_per_s)
+
+
+def _best_first(bounds: Sequence[float]) -> list[int]:
+    """Indices by bound, highest first, the later index first on a tie: the order of
+    ``sorted(zip(bounds, range(n)), reverse=True)``, without a tuple per candidate."""
+    order: list[int] = np.lexsort((np.arange(len(bounds)), np.asarray(bounds, dtype=float)))[::-1].tolist()
+    return order
 
 
 def sweep_band(runtimes: set[Framework], cluster: ClusterSpec, moe: bool = False) -> float:

@@ -54,3 +54,36 @@ def test_bound_is_above_every_prediction_of_an_interleaved_moe_with_dense_first_
             assert ev.upper_bound_tokens_per_s(Candidate("megatron", c)) >= pred.tokens_per_s * (1 - 1e-9), c
             checked += 1
     assert checked == 5
+
+
+@pytest.mark.parametrize("first_dense", [0, 3])
+def test_row_bounds_are_the_scalar_bounds_bit_for_bit(first_dense: int) -> None:
+    """row_bounds computes a layout's keys at once with numpy (search._bounds): each float must be
+    the one time_lower_bound_s gives the configuration alone, block recomputation's shares included."""
+    import dataclasses
+
+    from search import time_lower_bound_s
+    from search._bounds import ThroughputBounds
+
+    base = model_preset("qwen3-30b-a3b")
+    assert base.moe is not None
+    model = dataclasses.replace(base, moe=dataclasses.replace(base.moe, first_dense_layers=first_dense))
+    cluster, batch = cluster_preset("dgx-h100", 4), 256
+    ev = Evaluator(model, cluster, batch, "fp8", default_calibration(), "throughput", None)
+    fitting = ev.scan_memory(enumerate_space(model, cluster.world_size, batch, "megatron").blocks)
+    bounds = ev.row_bounds(fitting)
+    assert len(bounds) > 1000
+    tokens = batch * model.seq_len
+    for cand, bound in zip(fitting[::13], bounds[::13], strict=True):
+        training = ev.trainings[cand.framework]
+        assert bound == tokens / time_lower_bound_s(model, cluster, cand.config, training, ev.cal), cand
+    # Block recomputation (recompute_layers) reaches the shares branch: many keys at once, then one by one.
+    full = [c for c in fitting if c.config.recompute == "full" and c.config.pp > 1][::5]
+    keys = [ev.bounds.key(c.framework, c.config.tp, c.config.pp, c.config.vp, c.config.cp, c.config.sp,
+                          c.config.micro_batch, "full", c.config.tp_comm_overlap, c.config.stage_layers,
+                          c.config.ep, c.config.etp, 1, (c.config.moe_dispatcher, c.config.moe_a2a_overlap))
+            for c in full]
+    assert keys
+    slowest, others = ThroughputBounds(model, cluster, ev.cal, ev.trainings).many(keys)
+    alone = ThroughputBounds(model, cluster, ev.cal, ev.trainings)
+    assert [alone.terms(k) for k in keys] == list(zip(slowest.tolist(), others.tolist(), strict=True))

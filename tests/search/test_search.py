@@ -362,3 +362,21 @@ def test_counts_and_pareto_front_do_not_depend_on_top_k() -> None:
     for r in fifty.top:
         assert any(t >= r.prediction.tokens_per_s and h >= r.prediction.memory_headroom_bytes - 1e-6
                    for t, h in best_headroom.items())
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_an_exhaustive_search_leaves_the_garbage_collector_as_it_found_it(enabled: bool) -> None:
+    """The sweep pauses the cyclic collector (search._search._gc_paused): on again after it only
+    where it was on before."""
+    import gc
+
+    was = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        result = search(model_preset("llama3-8b"), cluster_preset("dgx-h100", 1), 64)
+        assert result.exhaustive
+        assert gc.isenabled() is enabled
+    finally:
+        if was:
+            gc.enable()

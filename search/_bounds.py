@@ -1,0 +1,174 @@
+"""Throughput bounds of a search's configurations: :func:`search.time_lower_bound_s` as tokens/s.
+
+A bound is ``tokens / (m * slowest + others / vp)``, where (slowest, others) are the slowest
+pipeline rank's per-micro-batch time and the other ranks' summed (:func:`search._predict.stage_bound_terms`).
+Those depend on a layer's shape and the pipeline layout, not on dp, ZeRO or offloads: they are
+cached per bound key, built from a layer's terms per shape (10^3-10^4 of them) and the layer counts
+and host overhead per layout (10^2). A memory scan's 10^5 fitting candidates hold 10^4-10^5 keys:
+:meth:`ThroughputBounds.many` computes the new ones a layout at a time with numpy, the very
+operations of :func:`search._predict.stage_micro_batch_s` in the same order, so the floats agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from search._calibration import Calibration
+from search._cluster_spec import ClusterSpec
+from search._model_spec import ModelSpec
+from search._moe_dispatch import SYNCING_DISPATCHERS
+from search._parallel_spec import CudaGraphs, Framework, ParallelConfig, Recompute, TrainingSpec
+from search._predict import (
+    MicroBatchTerms,
+    micro_batch_terms,
+    slowest_and_others_s,
+    stage_micro_batch_s,
+    stage_overhead_s,
+)
+from search._space import MoEExchange
+from search._stages import stage_layer_counts, stage_moe_layer_counts, stage_recompute_shares
+
+BoundKey = tuple[Any, ...]
+"""(tp, cp, sp, pp, micro_batch, recompute, tp_comm_overlap, framework, stage_layers, ep, etp,
+recompute_layers, moe_exchange, chunks, cuda_graphs): what (slowest, others) depend on
+(:meth:`ThroughputBounds.key`)."""
+Layout = tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...] | None, float]
+"""(layers per rank, MoE layers per rank, recomputed share per rank or None when all recompute,
+host overhead per micro-batch) of one pipeline layout."""
+Floats = npt.NDArray[np.float64]
+LayerTimes = tuple[float, float, float, float, float]
+"""(dense layer, MoE layer, their recomputation, LM head and MTP modules) seconds per micro-batch of one
+layer shape (:class:`search._predict.MicroBatchTerms`), what :func:`_stage_bound_arrays` reads."""
+
+
+class ThroughputBounds:
+    """The (slowest, others) terms of each bound key, cached, one at a time or many at once."""
+
+    def __init__(self, model: ModelSpec, cluster: ClusterSpec, cal: Calibration,
+                 trainings: Mapping[str, TrainingSpec]) -> None:
+        self.model, self.cluster, self.cal, self.trainings = model, cluster, cal, trainings
+        moe = model.moe
+        self._dense_first = moe is not None and moe.first_dense_layers > 0
+        self._terms: dict[BoundKey, tuple[float, float]] = {}
+        self._layers: dict[tuple[Any, ...], MicroBatchTerms] = {}
+        self._layouts: dict[tuple[Any, ...], Layout] = {}
+        self._times: dict[tuple[Any, ...], LayerTimes] = {}
+
+    def key(self, framework: Framework, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int,
+            recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int, etp: int,
+            recompute_layers: int | None, moe_exchange: MoEExchange, cuda_graphs: CudaGraphs = "none") -> BoundKey:
+        """The bound key of one configuration. The runtime is part of it: its kernels (attention) and
+        per-micro-batch costs differ. vp enters the per-micro-batch terms through a host-synchronizing
+        MoE dispatcher's per-chunk host time (search._moe_dispatch.moe_sync_overhead_s) and, with dense
+        first layers, through which ranks the interleaved chunks put the dense layers on
+        (search._stages.stage_moe_layer_counts): keyed there. Elsewhere vp 1 bounds every vp (its layer
+        counts are the same; recomputing a block per chunk only adds time). A full-iteration CUDA graph
+        removes the host overhead per micro-batch (the layout's part)."""
+        chunks = vp if self.model.moe is not None and (self._dense_first or (
+            ep > 1 and moe_exchange[0] in SYNCING_DISPATCHERS)) else 1
+        return (tp, cp, sp, pp, micro_batch, recompute, tp_comm_overlap, framework, stage_layers, ep, etp,
+                recompute_layers, moe_exchange, chunks, cuda_graphs)
+
+    def terms(self, key: BoundKey) -> tuple[float, float]:
+        """(slowest, others) of one bound key: :func:`search._predict.stage_bound_terms`."""
+        terms = self._terms.get(key)
+        if terms is None:
+            (tp, cp, sp, pp, micro_batch, recompute, overlap, framework, layers, ep, etp, rl, exchange, chunks,
+             graphs) = key
+            counts, moe_counts, shares, overhead_s = self._layout(framework, pp, chunks, layers, recompute, rl, ep,
+                                                                  exchange, graphs)
+            layer = self.layer(framework, tp, cp, sp, micro_batch, recompute, overlap, ep, etp, exchange)
+            terms = self._terms[key] = slowest_and_others_s(stage_micro_batch_s(layer, counts, overhead_s,
+                                                                                moe_counts, shares))
+        return terms
+
+    def many(self, keys: Sequence[BoundKey]) -> tuple[Floats, Floats]:
+        """(slowest, others) of each key, as arrays: the keys not yet cached computed per layout at once
+        (:func:`_stage_bound_arrays`), then cached."""
+        slowest, others = np.empty(len(keys)), np.empty(len(keys))
+        by_layout: dict[tuple[Any, ...], tuple[list[int], list[LayerTimes]]] = {}
+        for i, key in enumerate(keys):
+            terms = self._terms.get(key)
+            if terms is not None:
+                slowest[i], others[i] = terms
+                continue
+            (tp, cp, sp, pp, micro_batch, recompute, overlap, framework, layers, ep, etp, rl, exchange, chunks,
+             graphs) = key
+            members, times = by_layout.setdefault((framework, pp, chunks, layers, recompute, rl, ep, exchange, graphs),
+                                                  ([], []))
+            members.append(i)
+            shape = (framework, tp, cp, sp, micro_batch, recompute, overlap, ep, etp, exchange)
+            times.append(self._times.get(shape) or self._layer_times(shape))
+        for (framework, pp, chunks, layers, recompute, rl, ep, exchange, graphs), (members, times) in by_layout.items():
+            layout = self._layout(framework, pp, chunks, layers, recompute, rl, ep, exchange, graphs)
+            group_slowest, group_others = _stage_bound_arrays(np.array(times), layout)
+            slowest[members], others[members] = group_slowest, group_others
+            self._terms.update(zip((keys[i] for i in members),
+                                   zip(group_slowest.tolist(), group_others.tolist(), strict=True), strict=True))
+        return slowest, others
+
+    def _layer_times(self, shape: tuple[Any, ...]) -> LayerTimes:
+        """:data:`LayerTimes` of one layer shape (:meth:`layer`'s key), cached."""
+        t = self.layer(*shape)
+        times = self._times[shape] = (t.layer_s, t.moe_layer_s, t.recompute_s,
+                                      t.moe.recompute_s if t.moe is not None else t.recompute_s, t.head_s + t.mtp_s)
+        return times
+
+    def layer(self, framework: Framework, tp: int, cp: int, sp: bool, micro_batch: int, recompute: Recompute,
+              tp_comm_overlap: bool, ep: int, etp: int, moe_exchange: MoEExchange) -> MicroBatchTerms:
+        """:func:`search._predict.micro_batch_terms` of one layer shape, cached here."""
+        shape = (framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange)
+        layer = self._layers.get(shape)
+        if layer is None:  # the runtime's precision and kernels: its TrainingSpec (the batch plays no part)
+            one = ParallelConfig.trusted(1, tp, 1, 1, cp, sp, micro_batch, 0, "none", "none", recompute,
+                                         tp_comm_overlap=tp_comm_overlap, ep=ep, etp=etp,
+                                         moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1])
+            layer = self._layers[shape] = micro_batch_terms(self.model, self.cluster, one, self.trainings[framework],
+                                                            self.cal)
+        return layer
+
+    def layers(self) -> dict[tuple[Any, ...], MicroBatchTerms]:
+        """Every layer shape's terms computed so far, by (framework, tp, cp, sp, micro_batch,
+        recompute, tp_comm_overlap, ep, etp, moe_exchange)."""
+        return self._layers
+
+    def _layout(self, framework: Framework, pp: int, chunks: int, stage_layers: tuple[int, ...] | None,
+                recompute: Recompute, recompute_layers: int | None, ep: int, moe_exchange: MoEExchange,
+                cuda_graphs: CudaGraphs = "none") -> Layout:
+        key = (framework, pp, chunks, stage_layers, recompute, recompute_layers, ep, moe_exchange[0], cuda_graphs)
+        layout = self._layouts.get(key)
+        if layout is None:
+            one = ParallelConfig.trusted(1, 1, pp, chunks, 1, False, 1, 0, "none", "none", recompute,
+                                         stage_layers=stage_layers, ep=ep, recompute_layers=recompute_layers,
+                                         moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1],
+                                         cuda_graphs=cuda_graphs)
+            shares = stage_recompute_shares(self.model, one)
+            # All ranks recomputing every layer is stage_micro_batch_s's default: no shares to apply.
+            layout = self._layouts[key] = (
+                stage_layer_counts(self.model, one), stage_moe_layer_counts(self.model, one),
+                shares if min(shares) < 1.0 else None, stage_overhead_s(self.model, framework, one, self.cal))
+        return layout
+
+
+def _stage_bound_arrays(shapes: Floats, layout: Layout) -> tuple[Floats, Floats]:
+    """:func:`search._predict.stage_micro_batch_s` and :func:`search._predict.slowest_and_others_s` of
+    many layer shapes (a row of :data:`LayerTimes` each) on one layout: a row per shape, a column per
+    rank, the same operations in the same order (IEEE arithmetic, element by element, and the ranks
+    summed one after another), so each row's floats are the ones the scalar functions give."""
+    counts, moe_counts, shares, overhead_s = layout
+    dense = np.array([n - k for n, k in zip(counts, moe_counts, strict=True)], dtype=float)
+    moe = np.array(moe_counts, dtype=float)
+    layer_s, moe_layer_s, recompute_s, moe_recompute_s, head_s = (shapes[:, [i]] for i in range(5))
+    times = dense * layer_s + moe * moe_layer_s + overhead_s
+    if shares is not None:
+        times = times - (1.0 - np.array(shares)) * (dense * recompute_s + moe * moe_recompute_s)
+    times[:, -1] += head_s[:, 0]
+    slowest = times.max(axis=1)
+    total = times[:, 0].copy()
+    for rank in range(1, times.shape[1]):
+        total += times[:, rank]
+    return slowest, total - slowest
