@@ -58,6 +58,11 @@ class ThroughputBounds:
         self._layouts: dict[tuple[Any, ...], Layout] = {}
         self._times: dict[tuple[Any, ...], LayerTimes] = {}
 
+    def clear(self) -> None:
+        """Drop every cached term (they are recomputed on demand)."""
+        for cache in (self._terms, self._layers, self._layouts, self._times):
+            cache.clear()
+
     def key(self, framework: Framework, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int,
             recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int, etp: int,
             recompute_layers: int | None, moe_exchange: MoEExchange, cuda_graphs: CudaGraphs = "none") -> BoundKey:

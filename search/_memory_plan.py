@@ -304,6 +304,11 @@ class GpuPeak:
         """Whether vp changes the model states: only through which ranks the interleaved chunks put dense
         first layers on (:func:`search._stages.stage_moe_layer_counts`); elsewhere they are keyed at vp 1."""
 
+    def clear(self) -> None:
+        """Drop the caches (a search's scan is over: see :meth:`search._evaluator.Evaluator.release_scan`)."""
+        for cache in (self._states, self._activations, self._tails, self._layer_bytes):
+            cache.clear()
+
     def __call__(self, config: ParallelConfig, framework: str, num_micro_batches: int) -> float:
         return self.peak(self.states(config, framework),
                          self.activations(config, num_micro_batches, self.linear_input_bytes(framework)), framework,

@@ -51,10 +51,10 @@ OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
 
 
 DEFAULT_MAX_EXHAUSTIVE = 1_000_000
-"""Valid configurations up to which the sweep is exhaustive (about 20-50 us each: the memory of
-every one, the time of those the bound cannot rule out). MoE spaces reach 480,000-630,000
-(DeepSeek-V3 on 1024 H100, Qwen3-235B on 256 H100): swept exactly in 12-20 s here, faster than the
-sampler (25-34 s, 1.6 % regret on Qwen3)."""
+"""Valid configurations up to which the sweep is exhaustive (a few microseconds each: the memory of
+every one, the time of those the bound cannot rule out). MoE spaces reach 480,000-660,000
+(DeepSeek-V3 on 1024 H100, Qwen3-235B on 256 H100): swept exactly in 1.5-2 s here
+(benchmarks/search_speed.py), faster and exact where the sampler took 25-34 s with 1.6 % regret."""
 
 
 def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precision: Precision = "bf16",
@@ -172,7 +172,9 @@ def _sweep_exhaustively(ev: Evaluator, blocks: Sequence[Block], cluster: Cluster
     if objective != "pareto":
         equivalence_sweep([(fitting, bounds), (derived, [ev.upper_bound_tokens_per_s(c) for c in derived])], ev,
                           top_k)
-    return tell_study(ev, objective, name, top_k)
+    study = tell_study(ev, objective, name, top_k)
+    ev.release_scan()
+    return study
 
 
 @contextmanager
