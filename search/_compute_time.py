@@ -173,10 +173,41 @@ def linears_work_s(linears: tuple[tuple[int, int, str], ...], tokens: float, tp:
     return total
 
 
+def windowed_keys_per_query(window: int, kv_len: float) -> float:
+    """Keys a query attends to on a sliding-window layer, averaged over ``kv_len`` causal queries:
+    query i sees min(i + 1, w) keys, which averages ``w - w^2 / (2 kv_len)`` for w = min(window,
+    kv_len) (Beltagy et al. 2020, arXiv:2004.05150 Sec. 3.1, a band of w keys; = kv_len / 2, the
+    causal half, when the window spans the sequence). FlashAttention-2 runs the band's key blocks
+    only (Dao 2023, arXiv:2307.08691, local attention via ``window_size``); the partly masked blocks
+    at the band's edges are not charged."""
+    w = min(float(window), kv_len)
+    return w - w * w / (2.0 * kv_len)
+
+
+def executed_keys_per_query(model: ModelSpec, kv_len: float) -> float:
+    """Keys a causal FlashAttention query executes, averaged over the model's layers: the causal
+    half (:data:`CAUSAL_EXECUTED_FRACTION`) on full layers, :func:`windowed_keys_per_query` on the
+    :attr:`ModelSpec.windowed_layer_share` of windowed ones (one average per block: a pipeline
+    stage's own mix of the two is not tracked)."""
+    full = CAUSAL_EXECUTED_FRACTION * kv_len
+    if model.attention_window is None:
+        return full
+    share = model.windowed_layer_share
+    return share * windowed_keys_per_query(model.attention_window, kv_len) + (1.0 - share) * full
+
+
 def attention_core_times(model: ModelSpec, tokens: float, kv_len: float, tp: int,
                          kernels: Kernels) -> tuple[float, float]:
-    """Forward and backward time of the attention core (Q K^T, softmax, scores x V) on one of ``tp`` ranks."""
+    """Forward and backward time of the attention core (Q K^T, softmax, scores x V) on one of ``tp`` ranks.
+
+    A sliding window (:attr:`ModelSpec.attention_window`) shortens FlashAttention's work per query
+    (:func:`executed_keys_per_query`); materialised scores are computed whole and masked."""
     full_attention_flop = 2.0 * tokens * kv_len * (model.q_dim + model.attention_out_dim) / tp
+    if model.attention == "flash" and model.attention_window is not None:
+        executed_flop = 2.0 * tokens * executed_keys_per_query(model, kv_len) * (
+            model.q_dim + model.attention_out_dim) / tp
+        attention = executed_flop / kernels.attention_flop_per_s
+        return attention, FLASH_BACKWARD_TO_FORWARD * attention
     if model.attention == "flash":
         attention = CAUSAL_EXECUTED_FRACTION * full_attention_flop / kernels.attention_flop_per_s
         return attention, FLASH_BACKWARD_TO_FORWARD * attention

@@ -38,7 +38,17 @@ def layer_attention_flop(model: ModelSpec, tokens: float, kv_len: float) -> floa
     (Narayanan et al. 2021 Sec. 5.1 per-layer ``4*B*s^2*h`` with ``kv_len = s``); MLA heads have
     d_qk = no-RoPE + RoPE width and their own d_v. Causal kernels that skip masked blocks execute
     about half of it; the MFU convention (Megatron, MosaicML) counts all of it.
+
+    A sliding-window layer counts ``min(window, kv_len)`` keys per query instead of ``kv_len`` (the
+    same unhalved convention over the band each query can see), averaged over the layers by
+    :attr:`ModelSpec.windowed_layer_share`: counting the full s^2 would credit the model with work
+    it does not do. Megatron-Bridge's GPT-OSS TFLOP/s of releases 26.06+ are consistent with such a
+    discount (benchmarks/data/runs_2024_2026.json notes: 0.95 of the unwindowed count).
     """
+    if model.attention_window is not None:
+        share = model.windowed_layer_share
+        keys = share * min(float(model.attention_window), kv_len) + (1.0 - share) * kv_len
+        return 2.0 * tokens * keys * (model.q_dim + model.attention_out_dim)
     return 2.0 * tokens * kv_len * (model.q_dim + model.attention_out_dim)
 
 

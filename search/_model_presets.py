@@ -191,6 +191,23 @@ _PRESETS: tuple[ModelSpec, ...] = (
                 moe=MoESpec(experts=384, topk=8, expert_ffn=2048, shared_experts=1, shared_expert_ffn=2048,
                             first_dense_layers=1),
                 mla=_DEEPSEEK_MLA, rope_theta=50000.0, norm_eps=1e-6),
+    # GPT-OSS 120B (OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card", Sec. 2.1 and Table 1: 36 layers,
+    # 128 experts of which 4 active, GQA with 64 query heads of 64 and 8 KV heads, alternating banded
+    # windows of 128 tokens and full attention, a learned bias in each head's softmax denominator,
+    # biases on the attention and expert projections); openai/gpt-oss-120b config.json: hidden_size 2880,
+    # intermediate_size 2880 (each expert's), head_dim 64, num_local_experts 128, num_experts_per_tok 4,
+    # sliding_window 128 with layer_types alternating sliding/full (the first windowed), vocab_size
+    # 201088, tie_word_embeddings false, attention_bias true, rms_norm_eps 1e-5, rope_theta 150000 with
+    # YaRN factor 32 over 4096 (not expressible in rope_scaling_factor; no effect on the cost),
+    # swiglu_limit 7.0. Megatron-Bridge gpt_oss_provider.py @ dc805f5cf9e0 (GPTOSSProvider120B): the same,
+    # window_size (127, 0), window_attn_skip_freq 2, softmax_type learnable, add_bias_linear, gated
+    # quick_gelu (glu_linear_offset 1.0, clamp 7.0): a GLU of 3 matrices, costed as SwiGLU. Pre-trained
+    # length not published; the Megatron-Bridge performance tables run it at 4,096 tokens.
+    ModelSpec(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn=2880,
+              vocab=201088, seq_len=4096, activation="swiglu", tied_embeddings=False, position_embedding="rope",
+              bias=True, norm="rmsnorm", attention="flash", rope_theta=150000.0, norm_eps=1e-5,
+              moe=MoESpec(experts=128, topk=4, expert_ffn=2880), attention_window=128, window_skip_freq=2,
+              softmax_sinks=True),
 )
 
 MODEL_PRESETS: dict[str, ModelSpec] = {spec.name: spec for spec in _PRESETS}
@@ -223,6 +240,7 @@ MODEL_PRESET_PARAMS: dict[str, float] = {
     "qwen3-30b-a3b": 30.5e9,  # Qwen/Qwen3-30B-A3B model card: "30.5B in total and 3.3B activated"
     "qwen3-235b-a22b": 235e9,  # Qwen/Qwen3-235B-A22B model card: "235B in total and 22B activated"
     "kimi-k2": 1.04e12,  # arXiv:2507.20534 Table 2: total parameters 1.04T
+    "gpt-oss-120b": 116.83e9,  # gpt-oss model card Table 1: "Total Parameters 116.83B"
 }
 """Parameter count each preset's source publishes (rounded as published)."""
 
@@ -233,6 +251,9 @@ MODEL_PRESET_ACTIVE_PARAMS: dict[str, float] = {
     "qwen3-30b-a3b": 3.3e9,  # Qwen/Qwen3-30B-A3B model card
     "qwen3-235b-a22b": 22e9,  # Qwen/Qwen3-235B-A22B model card
     "kimi-k2": 32.6e9,  # arXiv:2507.20534 Table 2: activated parameters 32.6B
+    # gpt-oss model card Table 1: "Active Parameters 5.13B", which leaves out the input embedding
+    # (0.58B; its LM head is counted): ModelSpec.active_params counts both.
+    "gpt-oss-120b": 5.13e9,
 }
 """Parameters per token each mixture-of-experts preset's source publishes (rounded as published);
 a dense preset's active parameters are all of them."""

@@ -16,6 +16,22 @@ PositionEmbedding = Literal["learned", "rope", "alibi"]
 Attention = Literal["flash", "standard"]
 
 
+def _check_window(owner: str, window: int | None, skip_freq: int | None, sinks: bool) -> None:
+    """Validate the sliding-window fields of :class:`ModelSpec`."""
+    if window is not None:
+        positive_int(owner, "attention_window", window)
+    if skip_freq is not None:
+        if window is None:
+            raise SpecError(f"{owner}.window_skip_freq", "is set without an attention_window",
+                            "give attention_window (the window in tokens), or leave window_skip_freq null")
+        if positive_int(owner, "window_skip_freq", skip_freq) < 2:
+            raise SpecError(f"{owner}.window_skip_freq", f"{skip_freq} makes every layer full attention",
+                            "give N >= 2 (every N-th layer full, GPT-OSS 2), or null for every layer windowed, "
+                            "or drop attention_window")
+    if not isinstance(sinks, bool):
+        raise SpecError(f"{owner}.softmax_sinks", f"{sinks!r} is not a boolean", "give true or false")
+
+
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
     """A decoder-only transformer (GPT / Llama / BLOOM / MPT family).
@@ -93,6 +109,19 @@ class ModelSpec:
     """Multi-token-prediction modules trained with the model (DeepSeek-V3: 1; Megatron
     ``--mtp-num-layers``): each one more block, a 2h x h projection and one more LM-head pass, on
     the last pipeline rank. Not counted in :attr:`params` (the published counts leave it out)."""
+    attention_window: int | None = None
+    """Sliding-window attention: a query attends to the last ``attention_window`` tokens, itself
+    included (HF ``sliding_window``; Megatron ``--window-size (attention_window - 1, 0)``, as
+    Megatron-Bridge's GPT-OSS bridge maps it; GPT-OSS: 128). None: every layer attends to the whole
+    causal prefix. Which layers use it: :attr:`window_skip_freq`."""
+    window_skip_freq: int | None = None
+    """With :attr:`attention_window`: every ``window_skip_freq``-th layer (1-based) attends to all
+    tokens, the others to the window (Megatron ``--window-attn-skip-freq``, ``layer_number % N == 0``
+    is full; GPT-OSS: 2, alternate layers). None: every layer is windowed."""
+    softmax_sinks: bool = False
+    """A learnable softmax offset per head and layer ("attention sinks"; GPT-OSS, Megatron
+    ``--softmax-type learnable``): ``heads`` parameters per layer; its time (one more logit per
+    softmax row) is not costed."""
     # Derived once in __post_init__ (the cost model reads them on every prediction).
     _kv_dim: int = field(init=False, repr=False, compare=False, default=0)
     _params_per_layer: int = field(init=False, repr=False, compare=False, default=0)
@@ -137,6 +166,7 @@ class ModelSpec:
         if self.mtp_layers and self.moe is None and self.mla is None:
             raise SpecError(f"{owner}.mtp_layers", "multi-token prediction is modelled for DeepSeek-style models only",
                             "set mtp_layers=0, or describe the model's moe/mla parts")
+        _check_window(owner, self.attention_window, self.window_skip_freq, self.softmax_sinks)
         if self.moe is not None and self.moe.first_dense_layers >= self.layers:
             raise SpecError(f"{owner}.moe.first_dense_layers",
                             f"{self.moe.first_dense_layers} leaves no MoE layer of {self.layers}",
@@ -148,7 +178,7 @@ class ModelSpec:
             if self.head_dim is not None and self.head_dim != self.mla.qk_dim:
                 raise SpecError(f"{owner}.head_dim", f"{self.head_dim} is not mla.qk_head_dim + mla.qk_rope_head_dim "
                                 f"= {self.mla.qk_dim}", "leave head_dim null with mla, or give that sum")
-            for flag in ("bias", "qkv_bias", "qk_norm"):
+            for flag in ("bias", "qkv_bias", "qk_norm", "softmax_sinks"):
                 if getattr(self, flag):
                     raise SpecError(f"{owner}.{flag}", "is not modelled with multi-head latent attention (its "
                                     "projections have no biases and normalise the latents, not Q/K heads)",
@@ -240,7 +270,8 @@ class ModelSpec:
         h, q, kv = self.hidden, self.q_dim, self.kv_dim
         biases = (q + 2 * kv + h) if self.bias else (q + 2 * kv) if self.qkv_bias else 0
         qk_norms = 2 * self.dim_per_head if self.qk_norm else 0
-        return weights + biases + qk_norms
+        sinks = self.heads if self.softmax_sinks else 0
+        return weights + biases + qk_norms + sinks
 
     @property
     def mlp_params_per_layer(self) -> int:
@@ -274,23 +305,34 @@ class ModelSpec:
         """Whether layer ``index`` (0-based) has a mixture of experts."""
         return self.moe is not None and index >= self.moe.first_dense_layers
 
+    def expert_mlp_params(self, ffn: int) -> int:
+        """One expert MLP of inner size ``ffn``: ``mlp_matrices * h * ffn`` weights, + with ``bias``
+        the input projections' ``(mlp_matrices - 1) * ffn`` and the output's ``h`` biases (GPT-OSS:
+        Megatron ``add_bias_linear`` gives each expert's linear_fc1/linear_fc2 a bias, Megatron-Bridge
+        gpt_oss_bridge.py maps ``gate_up_proj_bias``/``down_proj_bias`` onto them)."""
+        weights = self.mlp_matrices * self.hidden * ffn
+        return weights + ((self.mlp_matrices - 1) * ffn + self.hidden if self.bias and ffn else 0)
+
     @property
     def expert_params_per_layer(self) -> int:
-        """The routed experts of one MoE layer, ``E * mlp_matrices * h * expert_ffn`` (what expert
+        """The routed experts of one MoE layer, ``E`` x :meth:`expert_mlp_params` (what expert
         parallelism shards; 0 for a dense model)."""
         if self.moe is None:
             return 0
-        return self.moe.experts * self.mlp_matrices * self.hidden * self.moe.expert_ffn
+        return self.moe.experts * self.expert_mlp_params(self.moe.expert_ffn)
 
     @property
     def router_params_per_layer(self) -> int:
-        """The router's h x E weights (0 for a dense model)."""
-        return self.hidden * self.moe.experts if self.moe is not None else 0
+        """The router's h x E weights, + E biases with ``bias`` (GPT-OSS ``mlp.router.bias``;
+        0 for a dense model)."""
+        if self.moe is None:
+            return 0
+        return (self.hidden + (1 if self.bias else 0)) * self.moe.experts
 
     @property
     def shared_expert_params_per_layer(self) -> int:
         """The shared experts of one MoE layer, one MLP of their total inner size."""
-        return self.mlp_matrices * self.hidden * self.moe.shared_expert_ffn if self.moe is not None else 0
+        return self.expert_mlp_params(self.moe.shared_expert_ffn) if self.moe is not None else 0
 
     @property
     def moe_layer_dense_params(self) -> int:
@@ -310,9 +352,23 @@ class ModelSpec:
         experts (= :attr:`params` for a dense model)."""
         if self.moe is None:
             return self.params
-        routed = self.moe.topk * self.mlp_matrices * self.hidden * self.moe.expert_ffn
+        routed = self.moe.topk * self.expert_mlp_params(self.moe.expert_ffn)
         layers = self.dense_layers * self.params_per_layer + self.moe_layers * (self.moe_layer_dense_params + routed)
         return layers + self.embedding_params + self.lm_head_params + self.norm_params
+
+    @property
+    def windowed_layers(self) -> int:
+        """Layers attending over :attr:`attention_window` only: all but every ``window_skip_freq``-th
+        (Megatron ``is_layer_window_attention``: layer_number % N != 0, 1-based); 0 without a window."""
+        if self.attention_window is None:
+            return 0
+        return self.layers - (self.layers // self.window_skip_freq if self.window_skip_freq else 0)
+
+    @property
+    def windowed_layer_share(self) -> float:
+        """:attr:`windowed_layers` / :attr:`layers`: the cost model charges each block the average of
+        windowed and full attention by this share (a pipeline stage's own mix is not tracked)."""
+        return self.windowed_layers / self.layers
 
     @property
     def embedding_params(self) -> int:

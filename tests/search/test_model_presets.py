@@ -46,8 +46,10 @@ REQUIRED = (
     "qwen3-30b-a3b",
     "qwen3-235b-a22b",
     "kimi-k2",
+    "gpt-oss-120b",
 )
-MOE = ("mixtral-8x7b", "mixtral-8x22b", "deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "kimi-k2")
+MOE = ("mixtral-8x7b", "mixtral-8x22b", "deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "kimi-k2",
+       "gpt-oss-120b")
 GPT_CLOSED_FORM = (*NARAYANAN_TABLE_1, "gpt3-175b")
 
 REL_TOL = 0.01
@@ -70,6 +72,9 @@ ACTIVE_BEYOND_1_PERCENT = {
     "deepseek-v3": "arXiv:2412.19437 prints 37B for 37.55 B (+1.49 %)",
     # 3,353,032,704 (3,353,020,416 in the runs file, without the Q/K norms): "3.3B" is 3.35 B truncated.
     "qwen3-30b-a3b": "the Qwen3-30B-A3B model card prints 3.3B for 3.353 B (+1.61 %)",
+    # 5,711,982,912 with the input embedding (0.579 B) that the model card's 5.13B leaves out;
+    # test_gpt_oss_counts_are_the_model_cards holds the count without it to 0.1 %.
+    "gpt-oss-120b": "the gpt-oss model card's 5.13B active leaves out the input embedding (+11.3 %)",
 }
 
 
@@ -114,7 +119,7 @@ def _runs_file_models() -> dict[str, dict[str, Any]]:
 
 
 RUNS_FILE_NAMES = {"deepseek-v3": "DeepSeek-V3 671B", "qwen3-30b-a3b": "Qwen3-30B-A3B",
-                   "qwen3-235b-a22b": "Qwen3-235B-A22B"}
+                   "qwen3-235b-a22b": "Qwen3-235B-A22B", "gpt-oss-120b": "GPT-OSS 120B"}
 
 
 @pytest.mark.parametrize("name", sorted(RUNS_FILE_NAMES))
@@ -132,12 +137,27 @@ def test_moe_presets_equal_the_runs_file_shapes_and_counts(name: str) -> None:
     assert (spec.dense_layers, spec.moe_layers) == (moe["dense_layers"], moe["moe_layers"])
     assert (dataclasses.asdict(spec.mla) if spec.mla else None) == model.get("mla")
     # The runs file counts "biases ignored" and leaves out Qwen3's RMSNorm on each query and key head
-    # (q_norm, k_norm: 2 x head_dim weights per layer), which the checkpoints have and the presets count.
+    # (q_norm, k_norm: 2 x head_dim weights per layer) and GPT-OSS's softmax sinks, which the
+    # checkpoints have and the presets count.
     qk_norms = 2 * spec.dim_per_head * spec.layers if spec.qk_norm else 0
-    assert spec.params == model["params"] + qk_norms
-    assert spec.active_params == model["active_params"] + qk_norms
-    without = dataclasses.replace(spec, qk_norm=False)
+    if not spec.bias:
+        assert spec.params == model["params"] + qk_norms
+        assert spec.active_params == model["active_params"] + qk_norms
+    without = dataclasses.replace(spec, qk_norm=False, bias=False, softmax_sinks=False)
     assert (without.params, without.active_params) == (model["params"], model["active_params"])
+    if "attention_window" in model:
+        assert spec.attention_window == model["attention_window"]["size"]
+
+
+def test_gpt_oss_counts_are_the_model_cards() -> None:
+    # gpt-oss model card Table 1: 116.83B total, 5.13B active (the LM head but not the input embedding);
+    # the runs file's 116,789,048,640 is the same shape without the 40,108,032 biases and sinks
+    # (per layer: 8,000 attention biases, 64 sinks, 128 router biases, 128 x 8,640 expert biases).
+    spec = model_preset("gpt-oss-120b")
+    assert spec.params == 116_829_156_672
+    assert spec.params - 116_789_048_640 == 36 * (8_000 + 64 + 128 + 128 * 8_640)
+    assert abs(spec.active_params - spec.vocab * spec.hidden - 5.13e9) / 5.13e9 < 0.001
+    assert (spec.windowed_layers, spec.windowed_layer_share) == (18, 0.5)
 
 
 def test_deepseek_v3_preset_trains_with_its_mtp_module() -> None:
@@ -152,7 +172,7 @@ def test_moe_presets_are_llama_style_blocks_at_their_pretraining_length(name: st
     spec = model_preset(name)
     assert spec.moe is not None
     assert (spec.activation, spec.norm, spec.position_embedding, spec.bias, spec.tied_embeddings,
-            spec.attention) == ("swiglu", "rmsnorm", "rope", False, False, "flash")
+            spec.attention) == ("swiglu", "rmsnorm", "rope", name == "gpt-oss-120b", False, "flash")
     if spec.moe.first_dense_layers == 0:
         assert spec.ffn == spec.moe.expert_ffn
     expected_seq = {"mixtral-8x7b": 32768, "mixtral-8x22b": 65536}.get(name, 4096)
