@@ -10,6 +10,7 @@ pass into specs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +60,12 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # token_drop needs a capacity_factor; mtp_layers on the last stage.
         **dict.fromkeys(("head_dim", "moe", "mla", "mtp_layers"), MODELLED),
         "active_params": CHECKED,  # within 1 % of the shape's active count
-        **dict.fromkeys(("attention_window", "activation_detail"), REFUSED_WHEN_SET),
+        # attention_window {size, pattern}: a window of size tokens (the query included; Megatron --window-size
+        # (size - 1, 0)) on all layers but every N-th (window_skip_freq_of); another pattern is refused.
+        "attention_window": MODELLED,
+        # activation_detail: GPT-OSS's gated quick_gelu is a GLU of 3 matrices (gate, up, down), costed as
+        # SwiGLU-shaped (the same GEMMs; the clamp and the 1.0 offset are elementwise); any other detail is refused.
+        "activation_detail": CHECKED,
         "params_how": INFORMATIONAL, "shape_source": INFORMATIONAL,
     },
     "cluster": {
@@ -126,6 +132,43 @@ CATEGORIES = (GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, T
 MOE_FIELDS = ("experts", "topk", "expert_ffn", "shared_experts", "shared_expert_ffn", "moe_layers", "dense_layers",
               "router", "token_drop", "capacity_factor")
 """``model.moe`` keys (README_2024_2026.md; ``capacity_factor`` beyond it, written by ``autopar runs export``)."""
+
+GLU_DETAILS: frozenset[tuple[str, str]] = frozenset({
+    # GPT-OSS (Megatron-Bridge gpt_oss_provider.py: quick_gelu, gated_linear_unit, glu_linear_offset 1.0,
+    # activation_func_clamp_value 7.0): gate, up and down matrices like SwiGLU, a different elementwise function.
+    ("gated quick_gelu (GLU, 3 matrices) - counted as swiglu-shaped", "swiglu"),
+})
+"""(``model.activation_detail``, ``model.activation``) pairs the loader accepts: GLUs of 3 matrices costed as SwiGLU."""
+
+_SKIP_FREQ_PATTERNS = {"every other layer": 2}
+"""``model.attention_window.pattern`` phrases -> Megatron ``window_attn_skip_freq``."""
+
+
+def attention_window_of(value: Any) -> tuple[int, int | None]:
+    """``model.attention_window`` as (window in tokens, Megatron ``window_attn_skip_freq``): ``size`` is
+    the window including the query (Megatron-Bridge maps HF ``sliding_window`` 128 to window_size
+    (127, 0)); ``pattern`` says which layers: "every other layer" or ``window_attn_skip_freq=N`` (every
+    N-th layer full), "all layers" (None); any other pattern raises :class:`SpecError` naming the field."""
+    field = "model.attention_window"
+    if not isinstance(value, dict):
+        raise SpecError(field, f"{value!r} is not an object", "give {\"size\": tokens, \"pattern\": ...}")
+    size = value.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise SpecError(f"{field}.size", f"{size!r} is not a positive integer", "give the window in tokens")
+    unknown = sorted(set(value) - {"size", "pattern"})
+    if unknown:
+        raise SpecError(f"{field}.{unknown[0]}", "is not a field of the window", "give size and pattern only")
+    pattern = str(value.get("pattern") or "all layers").lower()
+    match = re.search(r"window_attn_skip_freq\s*=\s*(\d+)", pattern)
+    freq = int(match.group(1)) if match else next((n for p, n in _SKIP_FREQ_PATTERNS.items() if p in pattern), None)
+    if freq is None and pattern != "all layers":
+        raise SpecError(f"{field}.pattern", f"{value.get('pattern')!r} is not a pattern the model expresses",
+                        "give 'every other layer', 'window_attn_skip_freq=N' (every N-th layer full) or 'all layers'")
+    if freq is not None and freq < 2:
+        raise SpecError(f"{field}.pattern", f"skip frequency {freq} leaves no windowed layer",
+                        "give N >= 2, or drop the window")
+    return size, freq
+
 
 TUNABLE = ("micro_batch", "vp", "sp", "recompute", "stage_layers", "etp", "activation_offload_layers")
 """Configuration fields a source may leave open: :attr:`CalibrationRun.unknown` names them
@@ -271,16 +314,18 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
         refuse("model.active_params", f"{m['active_params']:.4g} of {m.get('params') or 0:.4g} parameters active "
                "per token without a model.moe part", INCONSISTENT)
     if m.get("attention_window") is not None:
-        refuse("model.attention_window", "sliding-window attention is not modelled (full causal attention only)",
-               ATTENTION)
+        try:
+            attention_window_of(m["attention_window"])
+        except SpecError as err:
+            refuse(err.field, f"{err.problem}; {err.fix}", ATTENTION)
     if m.get("mtp_layers") and moe is None and m.get("mla") is None:
         refuse("model.mtp_layers", f"{m['mtp_layers']} multi-token-prediction layers are modelled for DeepSeek-style "
                "(MoE/MLA) models only", ARCHITECTURE)
     if m.get("activation") not in (None, "gelu", "swiglu"):
         refuse("model.activation", f"{m['activation']!r} is not modelled (gelu, swiglu)", ARCHITECTURE)
-    if m.get("activation_detail") is not None:
-        refuse("model.activation_detail", f"{m['activation_detail']!r} is not modelled (plain gelu or swiglu only)",
-               ARCHITECTURE)
+    if m.get("activation_detail") is not None and (m["activation_detail"], m.get("activation")) not in GLU_DETAILS:
+        refuse("model.activation_detail", f"{m['activation_detail']!r} with activation {m.get('activation')!r} is "
+               "not modelled (plain gelu or swiglu, or a 3-matrix GLU costed as swiglu)", ARCHITECTURE)
     if m.get("position_embedding") not in (None, *_POSITION_EMBEDDINGS):
         refuse("model.position_embedding", f"{m['position_embedding']!r} is not modelled "
                f"({', '.join(_POSITION_EMBEDDINGS)})", ARCHITECTURE)

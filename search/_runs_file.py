@@ -77,6 +77,7 @@ from search._runs_fields import (  # the loader's vocabulary; the public names r
     RecordRefused,
     Refusal,
     _refusals,
+    attention_window_of,
     recipe_precision,
 )
 
@@ -249,7 +250,16 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         mla=m.get("mla"),
         moe=_moe(m.get("moe")),
         mtp_layers=int(m.get("mtp_layers") or 0),
+        **_window(m.get("attention_window")),
     )
+
+
+def _window(value: Any) -> dict[str, Any]:
+    """The record's ``attention_window`` as :class:`ModelSpec` fields (none without one)."""
+    if value is None:
+        return {}
+    size, freq = attention_window_of(value)
+    return {"attention_window": size, "window_skip_freq": freq}
 
 
 def _moe(moe: dict[str, Any] | None) -> MoESpec | None:

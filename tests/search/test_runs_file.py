@@ -55,7 +55,6 @@ def test_every_field_of_both_data_files_is_accounted_for() -> None:
 # A value the model cannot express for every field it refuses when set or checks.
 NOT_MODELLED = {
     "model.active_params": (4e8, "inconsistent record"),  # a dense model
-    "model.attention_window": ({"size": 128, "every": 2}, "attention variant"),
     "model.activation_detail": ("gated quick_gelu", "model architecture"),
     "cluster.nvlink_domain": (72, "cluster topology"),
     "config.expert_dp": (4, "inconsistent record"),  # a dense model
@@ -125,6 +124,37 @@ def _moe_record(run_id: str) -> dict[str, Any]:
 
 
 QWEN3_H100 = "mbridge-26.02.01-h100-qwen3-30b-a3b-fp8-16g-gbs1024-mbs1-tp1pp2cp1vp12ep8"
+GPT_OSS_H100 = "mbridge-25.11-h100-gpt-oss-120b-bf16-64g-gbs512-mbs4-tp1pp4cp1vp1ep8"
+
+
+def test_a_gpt_oss_run_is_read_with_its_window_and_its_glu_as_swiglu() -> None:
+    run = run_from_record(_moe_record(GPT_OSS_H100))
+    m = run.model
+    assert (m.attention_window, m.window_skip_freq, m.windowed_layers, m.activation) == (128, 2, 18, "swiglu")
+    assert (m.head_dim, m.kv_heads, m.moe and m.moe.topk) == (64, 8, 4)
+
+
+@pytest.mark.parametrize(("window", "field"), [
+    ({"size": 128, "pattern": "first 10 layers"}, "model.attention_window.pattern"),
+    ({"size": 128, "pattern": "window_attn_skip_freq=1"}, "model.attention_window.pattern"),
+    ({"size": 0, "pattern": "every other layer"}, "model.attention_window.size"),
+    ({"size": 128, "every": 2}, "model.attention_window.every"),
+    (128, "model.attention_window"),
+])
+def test_a_window_pattern_the_model_cannot_express_is_refused_naming_it(window: Any, field: str) -> None:
+    assert _refusal(_with("model.attention_window", window, _moe_record(GPT_OSS_H100))) == (field, "attention variant")
+
+
+def test_window_patterns_give_megatrons_skip_frequency() -> None:
+    rec = _moe_record(GPT_OSS_H100)
+    for pattern, freq in (("window_attn_skip_freq=3", 3), ("all layers", None), (None, None)):
+        run = run_from_record(_with("model.attention_window", {"size": 64, "pattern": pattern}, rec))
+        assert (run.model.attention_window, run.model.window_skip_freq) == (64, freq)
+
+
+def test_another_activation_detail_is_refused() -> None:
+    rec = _with("model.activation", "gelu", _moe_record(GPT_OSS_H100))  # the GLU detail with a 2-matrix MLP
+    assert _refusal(rec) == ("model.activation_detail", "model architecture")
 
 
 def test_a_published_moe_run_is_read_with_its_experts_and_expert_parallelism() -> None:
