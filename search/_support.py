@@ -421,6 +421,18 @@ MODEL_SUPPORT: tuple[SupportEntry, ...] = (
         "torchtitan's llama3 model have no latent attention",
         lambda m: m.mla is not None,
     ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
+    # --- Sliding-window attention and softmax sinks (GPT-OSS) ------------------------------------
+    # Megatron-Core costs a window and sinks; its emitter refuses to launch them
+    # (service/launch/_megatron.py GPT_OSS_LAUNCH), since ModelSpec lacks GPT-OSS's YaRN and GLU settings.
+    *(SupportEntry(
+        runtime, f"{runtime}-sliding-window", "refused", "ModelSpec.attention_window",
+        f"{runtime}'s emitted model attends over the whole causal prefix and has no softmax sinks: a "
+        "sliding window or sinks would be costed but not run",
+        "use framework='megatron' to cost it, or a model without attention_window and softmax_sinks",
+        "Megatron-DeepSpeed's and DeepSpeed's GPT/Llama attention and torchtitan's llama3 model have no "
+        "window or sink option (flag lists service/launch/*_flags.txt; _torchtitan.py model args)",
+        lambda m: m.attention_window is not None or m.softmax_sinks,
+    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
 )
 """Model features per runtime: refused ones make every configuration invalid for that runtime."""
 

@@ -54,6 +54,16 @@ MEGATRON_SPELLING = ShapeSpelling(gqa=("--group-query-attention", "--num-query-g
                                   flash=("--use-flash-attn",))
 
 
+GPT_OSS_LAUNCH = (
+    "a sliding window and softmax sinks are costed, but a faithful launch is not emitted yet: megatron-core "
+    "0.19.2 has --window-size, --window-attn-skip-freq and --softmax-type learnable, and GPT-OSS also needs "
+    "YaRN RoPE (--position-embedding-type yarn, factor 32 over 4096) and a clamped quick-GeLU GLU "
+    "(--quick-geglu, --glu-linear-offset 1.0, --activation-func-clamp-value 7.0; Megatron-Bridge "
+    "gpt_oss_provider.py @ dc805f5cf9e0), which ModelSpec does not record: the files would train a "
+    "SwiGLU/RoPE model, not the one costed")
+"""Why :func:`megatron_args_and_notes` refuses ``ModelSpec.attention_window`` and ``softmax_sinks``."""
+
+
 def check_request(request: LaunchRequest) -> None:
     """What every Megatron fork refuses alike: degrees that are not the cluster, and ALiBi."""
     c, m = request.config, request.model
@@ -105,6 +115,10 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
                         "use the emitter of that framework, or framework='megatron'")
     c, m, t = request.config, request.model, request.training
     check_request(request)
+    if request.model.attention_window is not None or request.model.softmax_sinks:
+        raise SpecError("ModelSpec.attention_window", GPT_OSS_LAUNCH,
+                        "take the searched layout to Megatron-Bridge's GPT-OSS recipe (its provider sets the "
+                        "window, sinks, YaRN and GLU)")
     args = ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
     if c.stage_layers is None and c.vp > 1 and m.layers % (c.pp * c.vp):
         raise SpecError("ParallelConfig.vp", f"layers={m.layers} is not divisible by pp*vp={c.pp * c.vp}",
