@@ -6,7 +6,9 @@ LayerNorm, biases), ``gpt_neox`` (RoPE on a share of each head, parallel residua
 (ALiBi), and the mixtures of experts ``mixtral`` (every MLP an MoE of ``num_local_experts``,
 ``intermediate_size`` each), ``qwen3_moe`` (``num_experts`` of ``moe_intermediate_size``, dense
 first layers by ``mlp_only_layers``) and ``deepseek_v3`` / ``kimi_k2`` (multi-head latent attention,
-``first_k_dense_replace`` dense layers, shared experts, multi-token prediction). Field names and
+``first_k_dense_replace`` dense layers, shared experts, multi-token prediction) and ``gpt_oss``
+(experts with biases in every layer, a sliding window on every N-th-but-full layer by ``layer_types``,
+softmax sinks). Field names and
 defaults are those of the ``transformers`` configuration classes (``LlamaConfig``, ``MistralConfig``,
 ``Qwen2Config``, ``Qwen3Config``, ``GPT2Config``, ``GPTNeoXConfig``, ``BloomConfig``,
 ``MixtralConfig``, ``Qwen3MoeConfig``, ``DeepseekV3Config``); where a class hard-codes a choice
@@ -34,7 +36,7 @@ from search._model_spec import ModelSpec
 from search._moe_spec import MLASpec, MoESpec
 
 FIELD = "config.json"
-MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2")
+MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2", "gpt_oss")
 HF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "gpt_neox", "bloom", *MOE_ARCHITECTURES)
 """``model_type`` values this module reads."""
 
@@ -97,12 +99,21 @@ _DEEPSEEK_KEYS = _ROUTER_KEYS | {
     "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "routed_scaling_factor", "scoring_func",
     "topk_method", "n_group", "topk_group", "aux_loss_alpha", "seq_aux", "ep_size",
 }
+_GPT_OSS_KEYS = frozenset({
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+    "vocab_size", "max_position_embeddings", "hidden_act", "rms_norm_eps", "rope_theta", "rope_scaling",
+    "tie_word_embeddings", "attention_bias", "head_dim", "attention_dropout", "sliding_window", "layer_types",
+    "num_local_experts", "num_experts_per_tok", "experts_per_token", "swiglu_limit", "router_aux_loss_coef",
+    "output_router_logits", "initial_context_length",
+})
 _KNOWN = {"llama": _LLAMA_KEYS, "mistral": _LLAMA_KEYS, "qwen2": _LLAMA_KEYS, "qwen3": _LLAMA_KEYS,
           "gpt2": _GPT2_KEYS, "gpt_neox": _NEOX_KEYS, "bloom": _BLOOM_KEYS, "mixtral": _MIXTRAL_KEYS,
-          "qwen3_moe": _QWEN3_MOE_KEYS, "deepseek_v3": _DEEPSEEK_KEYS, "kimi_k2": _DEEPSEEK_KEYS}
+          "qwen3_moe": _QWEN3_MOE_KEYS, "deepseek_v3": _DEEPSEEK_KEYS, "kimi_k2": _DEEPSEEK_KEYS,
+          "gpt_oss": _GPT_OSS_KEYS}
 # transformers' defaults for what a file may leave out (the configuration classes' __init__ arguments).
 _NORM_EPS_DEFAULT = {"llama": 1e-6, "mistral": 1e-6, "qwen2": 1e-6, "qwen3": 1e-6, "gpt2": 1e-5, "gpt_neox": 1e-5,
-                     "bloom": 1e-5, "mixtral": 1e-5, "qwen3_moe": 1e-6, "deepseek_v3": 1e-6, "kimi_k2": 1e-6}
+                     "bloom": 1e-5, "mixtral": 1e-5, "qwen3_moe": 1e-6, "deepseek_v3": 1e-6, "kimi_k2": 1e-6,
+                     "gpt_oss": 1e-5}
 _ROPE_THETA_DEFAULT = {"mixtral": 1e6}  # every other class: 10000
 
 
@@ -235,6 +246,64 @@ def _window(r: _Reader, seq_len: int, model_type: str) -> None:
                             f"the sequence of {seq_len}, which the cost model does not describe (it would "
                             "overestimate the attention time)", f"train with --seq-len <= {window}, or choose a "
                             "model with full attention")
+
+
+def _layer_window(r: _Reader) -> tuple[int, int | None]:
+    """GPT-OSS's ``sliding_window`` (tokens, the query included) and the Megatron skip frequency its
+    ``layer_types`` follow: every N-th layer (1-based) ``full_attention``, the others
+    ``sliding_attention`` (GptOssConfig: alternating, the first windowed: N = 2); None when all are
+    windowed. Another pattern is refused by ``layer_types``."""
+    window = r.integer("sliding_window")
+    types = r.data.get("layer_types")
+    layers = r.integer("num_hidden_layers")
+    if types is None:
+        return window, 2  # GptOssConfig's default: "sliding_attention" if bool((i + 1) % 2) else "full_attention"
+    full = [i + 1 for i, t in enumerate(types) if t == "full_attention"] if isinstance(types, list) else []
+    freq = full[0] if full else None
+    expected = ["full_attention" if freq and (i + 1) % freq == 0 else "sliding_attention" for i in range(layers)]
+    if types != expected or freq == 1:
+        raise SpecError(f"{FIELD} layer_types", "the windowed layers do not follow one skip frequency (every N-th "
+                        "layer full attention, Megatron --window-attn-skip-freq), which ModelSpec describes",
+                        "choose a model whose full-attention layers are every N-th one")
+    return window, freq
+
+
+def _gpt_oss(r: _Reader, name: str, seq_len: int | None) -> tuple[ModelSpec, list[str]]:
+    """GPT-OSS (transformers ``GptOssConfig``): 3-matrix GLU experts in every layer (a clamped
+    ``swiglu_limit`` gated activation, costed as SwiGLU), biases on the attention and expert
+    projections and the router (``attention_bias``), a learned sink per head, a sliding window on the
+    layers :func:`_layer_window` says, YaRN RoPE (not recorded, no effect on the cost)."""
+    if not r.flag("attention_bias", True):
+        raise SpecError(f"{FIELD} attention_bias", "false leaves the attention without the biases its experts and "
+                        "router keep, which ModelSpec's one bias flag cannot describe", "use attention_bias true")
+    window, freq = _layer_window(r)
+    yarn = _yarn(r, None)
+    notes = [f"{FIELD} swiglu_limit {r.number('swiglu_limit', 7.0):g}: the clamped gated activation is costed as "
+             "SwiGLU (the same three matrices)"]
+    theta = r.number("rope_theta", 150000.0)
+    if yarn is not None:
+        theta, original, _ = yarn
+        notes.append("rope_scaling (YaRN) not recorded: no effect on the cost; the Megatron launch is refused "
+                     "for GPT-OSS (it needs YaRN and the GLU flags)")
+        if seq_len is None:
+            seq_len = original
+            notes.append(f"seq_len = rope_scaling.original_max_position_embeddings ({original}): give --seq-len "
+                         "for the length you train at")
+    if seq_len is None:
+        seq_len = r.integer("max_position_embeddings")
+        notes.append(f"seq_len = max_position_embeddings ({seq_len}): give --seq-len for the length you train at")
+    hidden, heads, layers = r.integer("hidden_size"), r.integer("num_attention_heads"), r.integer("num_hidden_layers")
+    expert_ffn = r.integer("intermediate_size")  # GptOssConfig.intermediate_size is each expert's
+    spec = ModelSpec(
+        name=name, layers=layers, hidden=hidden, heads=heads, head_dim=r.integer("head_dim", default=64),
+        kv_heads=r.integer("num_key_value_heads", default=heads), ffn=expert_ffn,
+        moe=_moe(r, "num_local_experts", expert_ffn), vocab=r.integer("vocab_size"), seq_len=seq_len,
+        activation="swiglu", tied_embeddings=r.flag("tie_word_embeddings", False), position_embedding="rope",
+        bias=True, norm="rmsnorm", attention="flash", dropout=r.number("attention_dropout", 0.0) > 0,
+        norm_eps=r.number("rms_norm_eps", _NORM_EPS_DEFAULT["gpt_oss"]), rope_theta=theta, attention_window=window,
+        window_skip_freq=freq, softmax_sinks=True,
+    )
+    return spec, notes
 
 
 def _moe(r: _Reader, experts_key: str, expert_ffn: int, *, shared: int = 0, first_dense_layers: int = 0) -> MoESpec:
@@ -473,6 +542,8 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str,
         spec, notes = _bloom(r, name, seq_len)
     elif model_type in ("deepseek_v3", "kimi_k2"):
         spec, notes = _deepseek(r, str(model_type), name, seq_len)
+    elif model_type == "gpt_oss":
+        spec, notes = _gpt_oss(r, name, seq_len)
     else:
         spec, notes = _llama_family(r, str(model_type), name, seq_len)
     if config.get("quantization_config") is not None:

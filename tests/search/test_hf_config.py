@@ -308,3 +308,40 @@ def test_deepseek_q_lora_rank_must_be_given() -> None:
     with pytest.raises(SpecError) as err:
         model_from_hf_config({k: v for k, v in DEEPSEEK_V3.items() if k != "q_lora_rank"}, name="m", seq_len=4096)
     assert err.value.field == "config.json q_lora_rank" and "null" in err.value.fix
+
+
+# openai/gpt-oss-120b config.json (quantization_config left out).
+GPT_OSS_120B: dict[str, Any] = {
+    "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+    "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
+    "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
+    "layer_types": ["sliding_attention", "full_attention"] * 18, "max_position_embeddings": 131072,
+    "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 36,
+    "num_key_value_heads": 8, "num_local_experts": 128, "output_router_logits": False, "pad_token_id": 199999,
+    "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                                            "original_max_position_embeddings": 4096, "rope_type": "yarn",
+                                            "truncate": False},
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+    "tie_word_embeddings": False, "transformers_version": "4.55.0.dev0", "use_cache": True, "vocab_size": 201088,
+}
+
+
+def test_gpt_oss_reads_as_its_preset_window_sinks_and_biases_included() -> None:
+    spec, notes = model_from_hf_config(GPT_OSS_120B, name="gpt-oss-120b")
+    assert spec == MODEL_PRESETS["gpt-oss-120b"]
+    assert (spec.attention_window, spec.window_skip_freq, spec.softmax_sinks, spec.bias) == (128, 2, True, True)
+    assert any("swiglu_limit" in n for n in notes) and any("YaRN" in n for n in notes)
+    every_third = ["full_attention" if (i + 1) % 3 == 0 else "sliding_attention" for i in range(36)]
+    assert model_from_hf_config({**GPT_OSS_120B, "layer_types": every_third}, name="g")[0].window_skip_freq == 3
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"layer_types": ["full_attention", "sliding_attention"] * 18}, "config.json layer_types"),
+    ({"layer_types": ["full_attention"] * 36}, "config.json layer_types"),
+    ({"attention_bias": False}, "config.json attention_bias"),
+    ({"sliding_window": 0}, "config.json sliding_window"),
+])
+def test_gpt_oss_shapes_modelspec_cannot_express_are_refused_by_field(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        model_from_hf_config({**GPT_OSS_120B, **change}, name="g")
+    assert err.value.field == field
