@@ -41,6 +41,8 @@ MODEL_SOURCES: dict[str, str] = {
     "qwen3-30b-a3b": "Qwen Team 2025 (arXiv:2505.09388) Table 2; config.json of Qwen/Qwen3-30B-A3B",
     "qwen3-235b-a22b": "Qwen Team 2025 (arXiv:2505.09388) Table 2; config.json of Qwen/Qwen3-235B-A22B",
     "kimi-k2": "Kimi Team 2025 (arXiv:2507.20534) Table 2; config.json of moonshotai/Kimi-K2-Base",
+    "gpt-oss-120b": "OpenAI 2025, gpt-oss-120b & gpt-oss-20b Model Card, Table 1; config.json of openai/gpt-oss-120b; "
+                    "Megatron-Bridge gpt_oss_provider.py (GPTOSSProvider120B)",
 }
 """Where each preset shape comes from (the comments of search/_model_presets.py, one line each)."""
 

@@ -101,6 +101,11 @@ class ModelShape(_In):
                                  "projections (kv_heads then null or heads); null: none.")
     mtp_layers: int = Field(default=0, ge=0, le=64, description="Multi-token-prediction modules trained with the "
                             "model (DeepSeek-V3: 1); needs moe or mla. Not counted in params.")
+    attention_window: int | None = Field(default=None, ge=1, le=4_194_304, description="Sliding window in tokens, "
+                                         "the query included (GPT-OSS: 128); null: full causal attention.")
+    window_skip_freq: int | None = Field(default=None, ge=2, le=4096, description="With attention_window: every "
+                                         "N-th layer attends to all tokens (GPT-OSS: 2); null: every layer windowed.")
+    softmax_sinks: bool = Field(default=False, description="A learnable softmax offset per head (GPT-OSS).")
 
 
 class ModelIn(_In):

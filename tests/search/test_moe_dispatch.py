@@ -142,14 +142,16 @@ def _family_mape() -> dict[str, float]:
 
 def test_the_published_moe_runs_are_read_with_the_dispatcher_their_recipe_ran() -> None:
     """The 2024-26 MoE rows on known GPUs, as their recipes ran them (benchmarks/data/errata.json):
-    34 expressible (3 rows whose dispatcher no recipe pins are refused), 31 of them flex or overlap;
+    45 expressible (3 rows whose dispatcher no recipe pins are refused; the 11 GPT-OSS rows read since
+    its sliding window is modelled), 34 of them flex or overlap;
     Qwen3-235B within the issue's 15 % per family (measured 2026-12-01: 1.8 %; docs/cost-model.md)."""
     from benchmarks._errata import read_corrected
 
     got, _ = read_corrected(DATA / "runs_2024_2026.json")
     moe = [r for r in got.runs if r.model.moe is not None]
-    assert len(moe) == 34
-    assert sum(r.config.moe_dispatcher != "alltoall" or r.config.moe_a2a_overlap for r in moe) == 31
+    assert len(moe) == 45
+    assert sum(r.model.attention_window is not None for r in moe) == 11
+    assert sum(r.config.moe_dispatcher != "alltoall" or r.config.moe_a2a_overlap for r in moe) == 34
     unpinned = [row for row in got.refused if any(f.field == "config.moe_dispatcher" for f in row.refusals)]
     assert len(unpinned) == 3
     assert _family_mape()["Qwen3-235B-A22B"] <= 0.15
@@ -162,6 +164,13 @@ def test_deepseek_v3_within_15_percent() -> None:
     (search._compute_time.block_overhead_s), 9.0 % with the full-iteration CUDA graphs of its seven
     26.06+ rows read from their recipes (search._predict.microbatch_overhead_s)."""
     assert _family_mape()["DeepSeek-V3 671B"] <= 0.15
+
+
+@pytest.mark.xfail(strict=True, reason="GPT-OSS 120B: 28.6 % (measured 2026-12-01), predicted ~28 % fast on "
+                   "its bf16 GB300 rows; uncosted: softmax sinks in the fused kernel, head_dim 64, expert biases")
+def test_gpt_oss_within_15_percent() -> None:
+    """GPT-OSS 120B's 11 Megatron-Bridge rows with the sliding window on alternate layers costed."""
+    assert _family_mape()["GPT-OSS 120B"] <= 0.15
 
 
 def test_qwen3_30b_within_15_percent() -> None:
