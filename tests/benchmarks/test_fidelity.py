@@ -316,7 +316,7 @@ def test_the_published_2024_2026_rows_are_predicted_or_refused_with_reasons() ->
     refused = {row.id: {r.field for r in row.refusals} for row in got.refused}
     as_moe = {run.id for run in got.runs if run.model.moe is not None}
     assert moe_ids == as_moe | (moe_ids & set(refused)) and not as_moe & set(refused)
-    assert len(as_moe) == 37  # H100 and Blackwell; GPT-OSS (sliding window) and token-drop rows refused
+    assert len(as_moe) == 48  # H100 and Blackwell, GPT-OSS's 11 (sliding window) included; token-drop rows refused
     assert all(refused[i] for i in moe_ids - as_moe)
     uneven = {r["id"] for r in records if r["config"].get("uneven_pipeline")}
     assert len(uneven) == 51
@@ -330,8 +330,8 @@ def test_the_published_2024_2026_rows_are_predicted_or_refused_with_reasons() ->
     results = fidelity.evaluate(got.runs)
     assert all(r.error is None for r in results)
     families = fidelity.summarize(results)["moe_families"]
-    assert set(families) == {"DeepSeek-V3 671B", "Qwen3-235B-A22B", "Qwen3-30B-A3B"}
-    assert sum(f["n_time"] for f in families.values()) == 37
+    assert set(families) == {"DeepSeek-V3 671B", "Qwen3-235B-A22B", "Qwen3-30B-A3B", "GPT-OSS 120B"}
+    assert sum(f["n_time"] for f in families.values()) == 48
 
 
 def test_runs_with_open_fields_are_completed_as_tuned(summary: dict) -> None:
