@@ -423,7 +423,20 @@ MODEL_SUPPORT: tuple[SupportEntry, ...] = (
     ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
     # --- Sliding-window attention and softmax sinks (GPT-OSS) ------------------------------------
     # Megatron-Core costs a window and sinks; its emitter refuses to launch them
-    # (service/launch/_megatron.py GPT_OSS_LAUNCH), since ModelSpec lacks GPT-OSS's YaRN and GLU settings.
+    # (service/launch/_megatron.py GPT_OSS_LAUNCH), since ModelSpec lacks GPT-OSS's YaRN and GLU settings:
+    # untested, so a search ranks them only when asked to and every prediction says why.
+    SupportEntry(
+        "megatron", "megatron-sliding-window-launch", "untested", "ModelSpec.attention_window",
+        "Megatron-Core runs a sliding window (--window-size, --window-attn-skip-freq) and softmax sinks "
+        "(--softmax-type learnable), and autopar costs them, but it does not emit GPT-OSS's launch: its YaRN "
+        "RoPE and clamped quick-GeLU GLU are not in ModelSpec, so its launch files are refused; the published "
+        "GPT-OSS runs are predicted about 29 % fast (docs/cost-model.md, Known limits)",
+        "allow untested combinations to rank it (predictions only), or a model without attention_window and "
+        "softmax_sinks",
+        "service/launch/megatron_flags.txt (megatron-core 0.19.2: --window-size, --window-attn-skip-freq, "
+        "--softmax-type); service/launch/_megatron.py GPT_OSS_LAUNCH",
+        lambda m: m.attention_window is not None or m.softmax_sinks,
+    ),
     *(SupportEntry(
         runtime, f"{runtime}-sliding-window", "refused", "ModelSpec.attention_window",
         f"{runtime}'s emitted model attends over the whole causal prefix and has no softmax sinks: a "

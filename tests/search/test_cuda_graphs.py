@@ -97,14 +97,15 @@ def test_a_run_record_states_its_graph_and_per_layer_graphs_are_refused() -> Non
 
 def test_the_rows_whose_recipe_captured_a_full_iteration_graph_are_read_with_it() -> None:
     """benchmarks/data/errata.json completes the rows the audit of the Megatron-Bridge recipes found
-    certain (2026-12-01): the 26.06+ DeepSeek-V3 (7) and Qwen3-30B-A3B (3) rows and one 25.11 Llama 3 8B
-    row; the earlier MoE rows' per-layer graphs are not costed and not stated."""
+    certain (2026-12-01): the 26.06+ DeepSeek-V3 (7), Qwen3-30B-A3B (3) and GPT-OSS 120B (3) rows and one
+    25.11 Llama 3 8B row; the earlier MoE rows' per-layer graphs are not costed and not stated."""
     from benchmarks._errata import read_corrected
 
     got, applied = read_corrected(DATA / "runs_2024_2026.json")
     graphed = {run.id for run in got.runs if run.config.cuda_graphs == "full-iteration"}
-    assert len(graphed) == 11
+    assert len(graphed) == 14
     assert sum(1 for i in graphed if "deepseek" in i) == 7 and sum(1 for i in graphed if "qwen3-30b" in i) == 3
+    assert sum(1 for i in graphed if "gpt-oss" in i) == 3
     assert all(i.startswith(("mbridge-26.06", "mbridge-26.08")) for i in graphed if "llama" not in i)
     assert {e.id for e in applied if "cuda_graphs" in e.corrected} == graphed
 
