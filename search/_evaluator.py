@@ -526,7 +526,8 @@ class Evaluator:
         return self._rows_bounds(rows.rows, [None] * len(rows.rows))
 
     def _rows_bounds(self, rows: Sequence[FitRow], recompute_layers: Sequence[int | None]) -> list[float]:
-        """:meth:`_row_bound` of each row with its ``recompute_layers``: a row's bound key from its
+        """:meth:`upper_bound_tokens_per_s` of each scanned row with its ``recompute_layers`` (standing in for
+        its own, which enumerated rows leave None), without building it: a row's bound key from its
         block's (rows of one block come together) and its runtime, micro-batch and recomputed layers,
         the keys' terms at once (:meth:`ThroughputBounds.many`), the bounds as arrays (the same
         operations as :meth:`_bound`)."""
@@ -558,14 +559,6 @@ class Evaluator:
         bounds: list[float] = (self.tokens_per_step / (micro_batches * slowest[at_row]
                                                        + others[at_row] / np.array(vps, dtype=np.int64))).tolist()
         return bounds
-
-    def _row_bound(self, row: FitRow, recompute_layers: int | None) -> float:
-        """:meth:`upper_bound_tokens_per_s` of a scanned row, from its fields (``recompute_layers``
-        stands in for its own, which enumerated rows leave None)."""
-        b = row.block
-        return self._bound(row.runtime, b.dp, b.tp, b.pp, b.vp, b.cp, b.sp, row.micro_batch, b.recompute,
-                           b.tp_comm_overlap, b.stage_layers, b.ep, b.etp, recompute_layers, b.moe_exchange,
-                           b.cuda_graphs)
 
     def _bound(self, framework: Framework, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int,
                recompute: Recompute, tp_comm_overlap: bool, stage_layers: tuple[int, ...] | None, ep: int, etp: int,

@@ -42,7 +42,7 @@ from search._model_spec import ModelSpec
 from search._moe_dispatch import moe_sync_overhead_s, overlapped_ep_comm_s
 from search._moe_terms import MoELayerTimes, moe_layer_times, moe_warnings
 from search._offload import offload_terms
-from search._parallel_spec import ParallelConfig, Recompute, TrainingSpec, check_compatible
+from search._parallel_spec import CudaGraphs, ParallelConfig, Recompute, TrainingSpec, check_compatible
 from search._prediction import Prediction
 from search._schedule import (
     P2P_OVERLAP_RUNTIMES,
@@ -274,7 +274,7 @@ def _moe_recompute_s(terms: MicroBatchTerms) -> float:
     return terms.moe.recompute_s if terms.moe is not None else terms.recompute_s
 
 
-def microbatch_overhead_s(framework: str, pp: int, cal: Calibration, cuda_graphs: str = "none") -> float:
+def microbatch_overhead_s(framework: str, pp: int, cal: Calibration, cuda_graphs: CudaGraphs = "none") -> float:
     """Host time per micro-batch per stage: every runtime's (Python, launches), plus DeepSpeed's
     pipeline engine's own where it schedules the pipeline (Megatron-DeepSpeed with pp > 1;
     :attr:`Calibration.pipeline_engine_microbatch_s`, fitted on the BLOOM-176B benchmarks). None under
