@@ -11,8 +11,9 @@ published values, the corrected ones, the reason and the evidence (file, commit 
 holds the published values (a changed data file is an error, never a silent patch); the benchmarks
 that fit and score the model read the data through it, and ``fidelity.py --as-published`` reads
 the rows as printed. An erratum corrects what a run was, never what it measured: only the layout,
-the MoE dispatcher and overlap, recomputation and activation offload can be corrected (a row the
-model cannot express is then refused with its reason, as any other).
+the MoE dispatcher and overlap, recomputation, activation offload, CUDA graphs and the capacity of a
+token-dropping MoE can be corrected (a row the model cannot express is then refused with its reason,
+as any other).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ CORRECTABLE_FLAG = frozenset({"moe_a2a_overlap"})
 """On/off settings a recipe fixes (Megatron-Core's expert all-to-all overlap)."""
 CORRECTABLE_COUNT = frozenset({"activation_offload_layers"})
 """Counts a recipe fixes that may be zero (Megatron-Core's --cpu-offloading-num-layers)."""
+CORRECTABLE_MOE = {"model.moe.capacity_factor": "factor", "model.moe.pad_to_capacity": "flag"}
+"""Fields of a record's ``model.moe`` a recipe fixes and a table omits: the capacity of a run it marks as
+dropping tokens (Megatron ``--moe-expert-capacity-factor``, ``--moe-pad-expert-input-to-capacity``);
+named by their path, ``completes`` only."""
+MOE_PREFIX = "model.moe."
 KINDS = ("contradicts", "completes")
 """``contradicts`` corrects printed layout fields only; ``completes`` fills fields the table left null."""
 
@@ -64,6 +70,11 @@ class Erratum:
                 "reason": self.reason, "evidence": list(self.evidence)}
 
 
+def _path(field: str) -> str:
+    """Where an erratum's field lives in a record: ``config.<field>``, or its own ``model.moe.`` path."""
+    return field if field.startswith(MOE_PREFIX) else f"config.{field}"
+
+
 def _erratum(entry: Any, where: str) -> Erratum:
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: is a {type(entry).__name__}, not an object with file, id, published, "
@@ -81,19 +92,25 @@ def _erratum(entry: Any, where: str) -> Erratum:
     kind = entry["kind"]
     if kind not in KINDS:
         raise ValueError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
-    every = CORRECTABLE | set(CORRECTABLE_TEXT) | CORRECTABLE_FLAG | CORRECTABLE_COUNT
+    every = CORRECTABLE | set(CORRECTABLE_TEXT) | CORRECTABLE_FLAG | CORRECTABLE_COUNT | set(CORRECTABLE_MOE)
     if bad := sorted(set(corrected) - every):
-        raise ValueError(f"{where}: config.{bad[0]} cannot be corrected; an erratum corrects only the layout and "
+        raise ValueError(f"{where}: {_path(bad[0])} cannot be corrected; an erratum corrects only the layout and "
                          f"the settings a recipe fixes ({', '.join(sorted(every))})")
     if kind == "contradicts" and (bad := sorted(set(corrected) - CORRECTABLE)):
-        raise ValueError(f"{where}: a 'contradicts' erratum corrects printed layout fields only, not config.{bad[0]}; "
+        raise ValueError(f"{where}: a 'contradicts' erratum corrects printed layout fields only, not {_path(bad[0])}; "
                          "give the recipe's other settings in a 'completes' entry for the same row")
     if kind == "completes" and (bad := sorted(k for k, v in published.items() if v is not None)):
-        raise ValueError(f"{where}: a 'completes' erratum fills fields the table left null, but config.{bad[0]} is "
+        raise ValueError(f"{where}: a 'completes' erratum fills fields the table left null, but {_path(bad[0])} is "
                          f"published as {published[bad[0]]!r}; a printed value the recipe contradicts is a "
                          "'contradicts' entry")
     for field, value in corrected.items():
-        if field in CORRECTABLE_FLAG:
+        if field in CORRECTABLE_MOE:
+            if CORRECTABLE_MOE[field] == "flag" and not isinstance(value, bool):
+                raise ValueError(f"{where}: corrected {field} is {value!r}; give true or false")
+            if CORRECTABLE_MOE[field] == "factor" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                                       or not value >= 1):
+                raise ValueError(f"{where}: corrected {field} is {value!r}; give a capacity factor >= 1")
+        elif field in CORRECTABLE_FLAG:
             if not isinstance(value, bool):
                 raise ValueError(f"{where}: corrected config.{field} is {value!r}; give true or false")
         elif field in CORRECTABLE_TEXT:
@@ -152,14 +169,31 @@ def correct_records(records: Sequence[Any], name: str,
         fixed = copy.deepcopy(rec)
         for e in found:
             for field, value in e.published.items():
-                if config.get(field) != value:
-                    raise ValueError(f"{name}: {rid}: config.{field} is {config.get(field)!r} but its erratum "
+                where, now = _published(rec, field)
+                if now != value:
+                    raise ValueError(f"{name}: {rid}: {where} is {now!r} but its erratum "
                                      f"expects the published {value!r}; the data changed: review the erratum in "
                                      f"{ERRATA.name}")
-            fixed["config"].update(e.corrected)
+            for field, value in e.corrected.items():
+                if field.startswith(MOE_PREFIX):
+                    fixed["model"]["moe"][field.removeprefix(MOE_PREFIX)] = value
+                else:
+                    fixed["config"][field] = value
             applied.append(e)
         out.append(fixed)
     return out, tuple(applied)
+
+
+def _published(rec: dict[str, Any], field: str) -> tuple[str, Any]:
+    """(the path an error names, the record's value) of an erratum's field: ``config.<field>``, or
+    ``model.moe.<name>`` for :data:`CORRECTABLE_MOE` (a record without an MoE part has no such field)."""
+    if not field.startswith(MOE_PREFIX):
+        return f"config.{field}", rec["config"].get(field)
+    model = rec.get("model")
+    moe = model.get("moe") if isinstance(model, dict) else None
+    if not isinstance(moe, dict):
+        return field, "no model.moe object"
+    return field, moe.get(field.removeprefix(MOE_PREFIX))
 
 
 def read_corrected(path: str | Path, errata: Sequence[Erratum] | None = None) -> tuple[RunsFile, tuple[Erratum, ...]]:

@@ -239,7 +239,7 @@ def fused_attention_share_fit(cal: Calibration, path: Path = DATA / "runs_2024_2
 
 def moe_sync_chunk_fit(cal: Calibration, path: Path = DATA / "runs_2024_2026.json") -> dict[str, Any]:
     """:attr:`Calibration.moe_sync_chunk_s` from the published MoE runs whose dispatcher synchronizes the
-    host in every MoE layer (``search._moe_dispatch.SYNCING_DISPATCHERS``, read with their errata): each
+    host in every MoE layer (``search._moe_dispatch.syncs_host``, read with their errata): each
     run's measured minus predicted time without the term, per pipeline chunk it runs (micro-batches
     x virtual stages), averaged over the runs (0 if that is negative); with the per-run values and the
     leave-one-out spread
@@ -247,7 +247,7 @@ def moe_sync_chunk_fit(cal: Calibration, path: Path = DATA / "runs_2024_2026.jso
     with a sliding window (GPT-OSS, read since 2026-12-01) are left out: the constant was fitted without
     them, and their 8 rows the loader reads as alltoall (no recipe pins a dispatcher) leave 0.26 s per
     chunk, 10x the others', which is no host synchronization the fit should average in."""
-    from search._moe_dispatch import SYNCING_DISPATCHERS
+    from search._moe_dispatch import syncs_host
 
     zero = replace(cal, moe_sync_chunk_s=0.0)
     per_chunk: dict[str, float] = {}
@@ -257,7 +257,7 @@ def moe_sync_chunk_fit(cal: Calibration, path: Path = DATA / "runs_2024_2026.jso
             continue
         tuned = predict_tuned(run, zero)
         c = tuned.config
-        if c.ep <= 1 or c.moe_dispatcher not in SYNCING_DISPATCHERS:
+        if c.ep <= 1 or not syncs_host(c.moe_dispatcher, run.model.moe.pad_to_capacity):
             continue
         chunks = tuned.prediction.num_micro_batches * c.vp
         per_chunk[run.id] = (run.iteration_time_s - tuned.prediction.iteration_time_s) / chunks

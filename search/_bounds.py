@@ -20,7 +20,7 @@ import numpy.typing as npt
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._model_spec import ModelSpec
-from search._moe_dispatch import SYNCING_DISPATCHERS
+from search._moe_dispatch import syncs_host
 from search._parallel_spec import CudaGraphs, Framework, ParallelConfig, Recompute, TrainingSpec
 from search._predict import (
     MicroBatchTerms,
@@ -74,7 +74,7 @@ class ThroughputBounds:
         counts are the same; recomputing a block per chunk only adds time). A full-iteration CUDA graph
         removes the host overhead per micro-batch (the layout's part)."""
         chunks = vp if self.model.moe is not None and (self._dense_first or (
-            ep > 1 and moe_exchange[0] in SYNCING_DISPATCHERS)) else 1
+            ep > 1 and syncs_host(moe_exchange[0], self.model.moe.pad_to_capacity))) else 1
         return (tp, cp, sp, pp, micro_batch, recompute, tp_comm_overlap, framework, stage_layers, ep, etp,
                 recompute_layers, moe_exchange, chunks, cuda_graphs)
 

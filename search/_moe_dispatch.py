@@ -106,12 +106,22 @@ host synchronization ("Zero CPU-GPU synchronization requirements", DeepEP hybrid
 ``Hybrid-EP_Intra-node_Implementation.md``)."""
 
 
-def moe_sync_overhead_s(ep: int, vp: int, dispatcher: str, moe_sync_chunk_s: float) -> float:
+def syncs_host(dispatcher: str, pad_to_capacity: bool = False) -> bool:
+    """Whether ``dispatcher`` reads a GPU-computed size back on the host in every MoE layer: the
+    :data:`SYNCING_DISPATCHERS`, except the alltoall dispatcher padding every expert's input to its
+    capacity, whose split sizes are static (``MoESpec.pad_to_capacity``; megatron-core 0.19.0
+    ``token_dispatcher.py:511-535``: the drop-and-pad branch returns before any device-to-host copy,
+    ``cuda_sync_point`` stays ``"no_sync"``)."""
+    return dispatcher in SYNCING_DISPATCHERS and not (dispatcher == "alltoall" and pad_to_capacity)
+
+
+def moe_sync_overhead_s(ep: int, vp: int, dispatcher: str, moe_sync_chunk_s: float,
+                        pad_to_capacity: bool = False) -> float:
     """Host time a rank exposes per micro-batch when its MoE dispatcher synchronizes the host in every
-    MoE layer (:data:`SYNCING_DISPATCHERS`, ep > 1): :attr:`Calibration.moe_sync_chunk_s` for each of
+    MoE layer (:func:`syncs_host`, ep > 1): :attr:`Calibration.moe_sync_chunk_s` for each of
     its ``vp`` pipeline chunks. Measured on the published runs, the residual per chunk is the same
     with 1 to 12 layers per chunk (17-22 ms on H100, B200 and B300) while it varies 13-fold per layer:
     the chunk's own host work, which the host can no longer run ahead of the GPU to hide."""
-    if ep <= 1 or dispatcher not in SYNCING_DISPATCHERS:
+    if ep <= 1 or not syncs_host(dispatcher, pad_to_capacity):
         return 0.0
     return vp * moe_sync_chunk_s

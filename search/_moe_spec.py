@@ -62,6 +62,11 @@ class MoESpec:
     capacity_factor: float | None = None
     """Tokens an expert takes, relative to an even share; the rest are dropped. None: dropless
     (every token reaches its experts, the busiest expert paces the layer)."""
+    pad_to_capacity: bool = False
+    """Every expert's input is padded to its full capacity (Megatron ``--moe-pad-expert-input-to-capacity``,
+    needs ``capacity_factor``): each expert computes ``capacity_factor`` times an even share whatever the
+    routing, and the alltoall dispatcher's split sizes are static, so it never waits on the GPU
+    (megatron-core 0.19.0 ``token_dispatcher.py:511-535``, the drop-and-pad branch of ``preprocess``)."""
     router_load: RouterLoad = "learned"
     """``learned``: a trained router with its real load imbalance; ``force-balanced``: the even
     assignment benchmarks force (Megatron ``--moe-router-force-load-balancing``)."""
@@ -84,6 +89,13 @@ class MoESpec:
         if self.capacity_factor is not None and positive_number(owner, "capacity_factor", self.capacity_factor) < 1:
             raise SpecError(f"{owner}.capacity_factor", f"{self.capacity_factor!r} drops tokens of a balanced load",
                             "give a factor >= 1 (1.0-1.25 is usual), or null for dropless")
+        if not isinstance(self.pad_to_capacity, bool):
+            raise SpecError(f"{owner}.pad_to_capacity", f"{self.pad_to_capacity!r} is not true or false",
+                            "give true to pad every expert's input to its capacity, false otherwise")
+        if self.pad_to_capacity and self.capacity_factor is None:
+            raise SpecError(f"{owner}.pad_to_capacity", "pads to a capacity, but capacity_factor is null (dropless)",
+                            "give capacity_factor (megatron-core transformer_config.py:1686-1690: "
+                            "moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity)")
         one_of(owner, "router_load", self.router_load, ROUTER_LOADS)
 
 

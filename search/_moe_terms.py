@@ -70,9 +70,13 @@ def routed_copies_per_gpu(model: ModelSpec, micro_batch: int, tp: int, cp: int, 
 
 
 def expert_load_factor(model: ModelSpec) -> float:
-    """Busiest expert's load over the mean: 1 for force-balanced routing; :data:`DROPLESS_IMBALANCE`
-    for a learned router, capped by the capacity factor when tokens beyond it are dropped."""
+    """Busiest expert's load over the mean: the capacity factor when every expert's input is padded to
+    its capacity (``MoESpec.pad_to_capacity``: each computes that much, routed or padding); else 1 for
+    force-balanced routing; :data:`DROPLESS_IMBALANCE` for a learned router, capped by the capacity
+    factor when tokens beyond it are dropped."""
     moe = model.moe
+    if moe is not None and moe.pad_to_capacity and moe.capacity_factor is not None:
+        return moe.capacity_factor
     if moe is None or moe.router_load == "force-balanced":
         return 1.0
     if moe.capacity_factor is not None:
@@ -179,7 +183,8 @@ def dispatch_forward_s(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp:
     16-bit elements over the ep group (ranks ``etp`` apart: Megatron's expert grid orders etp
     innermost, then ep), and with etp > 1 the all-gather of the routed tokens over the etp group
     and its reduce-scatter on the way back (the alltoall dispatcher's A2A-then-AllGather,
-    frameworks_2.md sec. 3.3). Megatron runs them on the compute stream between the expert
+    frameworks_2.md sec. 3.3); padded to capacity, ``capacity_factor`` times as many
+    (:func:`padded_send_factor`). Megatron runs them on the compute stream between the expert
     GEMMs: nothing overlaps them without ``--overlap-moe-expert-parallel-comm``
     (:func:`search._moe_dispatch.overlapped_ep_comm_s`). The flex dispatcher (``dispatcher``
     ``flex-deepep`` or ``flex-hybridep``, ep > 1 and etp = 1) sends each token once per destination
@@ -189,12 +194,20 @@ def dispatch_forward_s(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp:
     if dispatcher != "alltoall":
         return 2.0 * flex_dispatch_s(model.hidden * BYTES_16BIT, tokens, moe.experts, moe.topk, ep, etp, dispatcher,
                                      cluster, cal)
-    sent = tokens * moe.topk * model.hidden * BYTES_16BIT
+    sent = tokens * moe.topk * model.hidden * BYTES_16BIT * padded_send_factor(moe)
     a2a = 2.0 * all_to_all_time_s(sent, ep, cluster, etp, cal)
     if etp > 1:
         link = group_link(cluster, etp, 1, cal)
         a2a += 2.0 * all_gather_time_s(sent * etp, etp, link)
     return a2a
+
+
+def padded_send_factor(moe: MoESpec) -> float:
+    """Tokens the alltoall dispatcher sends per routed copy: the capacity factor when it pads every
+    expert's input to capacity (it sends ``capacity x experts`` rows, ``capacity = ceil(T k cf / E)``:
+    megatron-core 0.19.0 ``token_dispatcher.py:517-521``), else 1 (dropped copies are not sent, and
+    the cap only trims the busiest experts)."""
+    return moe.capacity_factor if moe.pad_to_capacity and moe.capacity_factor is not None else 1.0
 
 
 def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, etp: int,

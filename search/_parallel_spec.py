@@ -319,6 +319,11 @@ def _hint(n: int) -> str:
     return ", ".join(str(d) for d in divisors(n)[:12])
 
 
+PAD_WITH_DEEPEP = ("the flex dispatcher's DeepEP backend does not pad expert inputs to capacity: megatron-core 0.19 "
+                   "refuses moe_pad_expert_input_to_capacity with it (transformer_config.py:1600-1607)")
+"""Why a model padding its experts' inputs to capacity cannot run DeepEP."""
+
+
 def _check_experts(model: ModelSpec, c: ParallelConfig) -> None:
     """Expert parallelism fits the model (megatron-core arguments.py:1600-1603: ``num_experts %
     expert_model_parallel_size == 0``; the expert MLP's columns split evenly over etp)."""
@@ -334,6 +339,9 @@ def _check_experts(model: ModelSpec, c: ParallelConfig) -> None:
                         "and only HybridEP's static per-rank budget avoids it (megatron-core 0.19 "
                         "token_dispatcher.py HybridEP, transformer_config.py moe_expert_rank_capacity_factor)",
                         "set ep >= 2 with moe_dispatcher='flex-hybridep', or cuda_graphs='none'")
+    if model.moe.pad_to_capacity and c.moe_dispatcher == "flex-deepep":
+        raise SpecError("ParallelConfig.moe_dispatcher", PAD_WITH_DEEPEP, "use moe_dispatcher 'alltoall' or "
+                        "'flex-hybridep', or a model that does not pad to capacity (moe.pad_to_capacity false)")
     if c.moe_a2a_overlap and model.mtp_layers > MAX_MTP_WITH_EP_OVERLAP:
         raise SpecError("ParallelConfig.moe_a2a_overlap", f"{model.name} has {model.mtp_layers} multi-token-prediction "
                         f"layers: megatron-core overlaps the expert all-to-all with at most "

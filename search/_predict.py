@@ -312,7 +312,8 @@ def stage_overhead_s(model: ModelSpec, framework: str, config: ParallelConfig, c
     and a host-synchronizing MoE dispatcher's per chunk (:func:`moe_sync_overhead_s`)."""
     c = config
     return microbatch_overhead_s(framework, c.pp, cal, c.cuda_graphs) + (
-        moe_sync_overhead_s(c.ep, c.vp, c.moe_dispatcher, cal.moe_sync_chunk_s) if model.moe is not None else 0.0)
+        moe_sync_overhead_s(c.ep, c.vp, c.moe_dispatcher, cal.moe_sync_chunk_s, model.moe.pad_to_capacity)
+        if model.moe is not None else 0.0)
 
 
 def slowest_and_others_s(stage_s: tuple[float, ...]) -> tuple[float, float]:

@@ -130,8 +130,9 @@ CATEGORIES = (GPU, MOE, ATTENTION, ARCHITECTURE, PIPELINE, PRECISION, RUNTIME, T
               UNKNOWN_FIELD, INVALID)
 
 MOE_FIELDS = ("experts", "topk", "expert_ffn", "shared_experts", "shared_expert_ffn", "moe_layers", "dense_layers",
-              "router", "token_drop", "capacity_factor")
-"""``model.moe`` keys (README_2024_2026.md; ``capacity_factor`` beyond it, written by ``autopar runs export``)."""
+              "router", "token_drop", "capacity_factor", "pad_to_capacity")
+"""``model.moe`` keys (README_2024_2026.md; ``capacity_factor`` and ``pad_to_capacity`` beyond it, written by
+``autopar runs export`` and completed by ``benchmarks/data/errata.json``)."""
 
 GLU_DETAILS: frozenset[tuple[str, str]] = frozenset({
     # GPT-OSS (Megatron-Bridge gpt_oss_provider.py: quick_gelu, gated_linear_unit, glu_linear_offset 1.0,

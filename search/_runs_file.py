@@ -272,6 +272,7 @@ def _moe(moe: dict[str, Any] | None) -> MoESpec | None:
         shared_experts=int(moe.get("shared_experts") or 0), shared_expert_ffn=int(moe.get("shared_expert_ffn") or 0),
         first_dense_layers=int(moe.get("dense_layers") or 0),
         capacity_factor=float(moe["capacity_factor"]) if moe.get("capacity_factor") is not None else None,
+        pad_to_capacity=moe.get("pad_to_capacity", False),
         router_load="force-balanced" if "force" in str(moe.get("router") or "").lower() else "learned",
     )
 

@@ -29,6 +29,7 @@ from search._parallel_spec import (
     CUDA_GRAPHS,
     MAX_MTP_WITH_EP_OVERLAP,
     MOE_DISPATCHERS,
+    PAD_WITH_DEEPEP,
     CudaGraphs,
     Framework,
     MoEDispatcher,
@@ -209,6 +210,9 @@ def check_moe_exchange(model: ModelSpec, framework: FrameworkTarget, moe_dispatc
     if model.moe is None:
         raise SpecError(field, f"{model.name} has no mixture of experts: there is no token exchange to run",
                         "leave moe_dispatcher alltoall and moe_a2a_overlap false, or search an MoE model")
+    if moe_dispatcher == "flex-deepep" and model.moe.pad_to_capacity:
+        raise SpecError("moe_dispatcher", f"{model.name} pads its experts' inputs to capacity; {PAD_WITH_DEEPEP}",
+                        "use moe_dispatcher 'alltoall' or 'flex-hybridep'")
     if moe_a2a_overlap and model.mtp_layers > MAX_MTP_WITH_EP_OVERLAP:
         raise SpecError("moe_a2a_overlap", f"{model.name} has {model.mtp_layers} multi-token-prediction layers: "
                         f"megatron-core overlaps the expert all-to-all with at most {MAX_MTP_WITH_EP_OVERLAP}",

@@ -180,7 +180,7 @@ def model_extensions(m: ModelSpec) -> dict[str, Any]:
             # MoESpec's words: "learned" or "force-balanced" (the published records say it in a sentence)
             "router": e.router_load, "token_drop": e.capacity_factor is not None,
             # Beyond the schema (it says only whether tokens drop): the factor that ran.
-            "capacity_factor": e.capacity_factor,
+            "capacity_factor": e.capacity_factor, "pad_to_capacity": e.pad_to_capacity,
         }
     if m.mla is not None:
         out["mla"] = {"q_lora_rank": m.mla.q_lora_rank, "kv_lora_rank": m.mla.kv_lora_rank,

@@ -328,6 +328,8 @@ def expert_args(m: ModelSpec, c: ParallelConfig) -> tuple[list[str], list[str]]:
                          f"--moe-aux-loss-coeff {AUX_LOSS_COEFF:g}; edit it to the model's own value")
         if moe.capacity_factor is not None:  # None: dropless, Megatron's default
             args += ["--moe-expert-capacity-factor", number(moe.capacity_factor)]
+        if moe.pad_to_capacity:  # costed: every expert computes its capacity, the alltoall split sizes static
+            args.append("--moe-pad-expert-input-to-capacity")
     if m.mla is not None:
         args += _mla_args(m)
     if m.mtp_layers:

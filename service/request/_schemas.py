@@ -31,7 +31,7 @@ class MoEShape(_In):
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"examples": [{
         "experts": 256, "topk": 8, "expert_ffn": 2048, "shared_experts": 1, "shared_expert_ffn": 2048,
-        "first_dense_layers": 3, "capacity_factor": None, "router_load": "learned"}]})
+        "first_dense_layers": 3, "capacity_factor": None, "pad_to_capacity": False, "router_load": "learned"}]})
     experts: int = Field(ge=1, le=16_384, description="Routed experts per MoE layer.")
     topk: int = Field(ge=1, le=1024, description="Routed experts each token goes to (at most experts).")
     expert_ffn: int = Field(ge=1, le=1_048_576, description="Inner size of one expert's MLP (the model's "
@@ -45,6 +45,9 @@ class MoEShape(_In):
     capacity_factor: float | None = Field(default=None, ge=1, le=64, allow_inf_nan=False, description="Tokens an "
                                           "expert takes relative to an even share, the rest dropped; null: "
                                           "dropless (the busiest expert paces the layer).")
+    pad_to_capacity: bool = Field(default=False, description="Pad every expert's input to its capacity (Megatron "
+                                  "--moe-pad-expert-input-to-capacity): each expert computes capacity_factor times an "
+                                  "even share; needs capacity_factor.")
     router_load: Literal["learned", "force-balanced"] = Field(default="learned", description="learned: a trained "
                                                               "router's load imbalance; force-balanced: the even "
                                                               "assignment benchmarks force.")

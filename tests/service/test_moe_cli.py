@@ -160,23 +160,26 @@ def test_runs_export_writes_moe_runs_that_load_into_the_specs_that_ran(database:
     assert err.splitlines()[0] == f"exported {len(RUNS)} runs to {out} (0 skipped)", err
     records = {r["id"]: r for r in json.loads(out.read_text())}
 
-    # The schema's own field names (the published MoE rows), plus the capacity factor that ran.
+    # The schema's own field names (the published MoE rows), plus the capacity factor that ran and
+    # whether the experts' inputs were padded to it.
     published = [r for r in json.loads(PUBLISHED.read_text()) if r["model"].get("moe")]
     moe_keys = {k for r in published for k in r["model"]["moe"]}
     mla_keys = {k for r in published if r["model"].get("mla") for k in r["model"]["mla"]}
     latent = records[ids["latent"]]
-    assert set(latent["model"]["moe"]) == moe_keys | {"capacity_factor"}
+    assert set(latent["model"]["moe"]) == moe_keys | {"capacity_factor", "pad_to_capacity"}
     assert set(latent["model"]["mla"]) == mla_keys
     assert latent["model"]["moe"] == {"experts": 8, "topk": 2, "expert_ffn": 512, "shared_experts": 1,
                                       "shared_expert_ffn": 512, "moe_layers": 3, "dense_layers": 1,
-                                      "router": "force-balanced", "token_drop": False, "capacity_factor": None}
+                                      "router": "force-balanced", "token_drop": False, "capacity_factor": None,
+                                      "pad_to_capacity": False}
     assert latent["model"]["mla"] == MLA
     assert (latent["model"]["head_dim"], latent["model"]["mtp_layers"]) == (48, 1)
     model = _specs(stored[ids["latent"]])[0]
     assert latent["model"]["active_params"] == model.active_params < latent["model"]["params"] == model.params
     assert (latent["config"]["ep"], latent["config"]["etp"]) == (4, 2)
     capacity = records[ids["capacity"]]["model"]["moe"]
-    assert (capacity["router"], capacity["token_drop"], capacity["capacity_factor"]) == ("learned", True, 1.25)
+    assert (capacity["router"], capacity["token_drop"], capacity["capacity_factor"], capacity["pad_to_capacity"]) == (
+        "learned", True, 1.25, False)
     assert "mla" not in records[ids["capacity"]]["model"] and "mtp_layers" not in records[ids["capacity"]]["model"]
     assert records[ids["qwen3"]]["model"]["head_dim"] == 128 and records[ids["qwen3"]]["config"]["ep"] == 8
     assert records[ids["graphed"]]["config"]["cuda_graphs"] == "full-iteration"

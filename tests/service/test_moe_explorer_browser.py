@@ -34,7 +34,8 @@ TIMEOUT_MS = _base.TIMEOUT_MS
 TOP = 20
 
 MOE = {"experts": 8, "topk": 2, "expert_ffn": 512, "shared_experts": 1, "shared_expert_ffn": 512,
-       "first_dense_layers": 1, "capacity_factor": 1.25, "router_load": "force-balanced"}
+       "first_dense_layers": 1, "capacity_factor": 1.25, "pad_to_capacity": False,
+       "router_load": "force-balanced"}
 
 
 def test_a_moe_search_in_the_explorer(browser: Any, server: Any) -> None:
@@ -72,6 +73,10 @@ def test_a_moe_search_in_the_explorer(browser: Any, server: Any) -> None:
         page.get_by_label(label, exact=True).fill(value)
     page.get_by_label("Multi-head latent attention").uncheck()
     expect(page.get_by_label("KV latent rank")).to_be_hidden()
+    page.get_by_label("Token dropping").select_option("padded")  # padding keeps the factor's field
+    expect(page.get_by_label("Capacity factor")).to_be_visible()
+    page.get_by_label("Token dropping").select_option("dropless")
+    expect(page.get_by_label("Capacity factor")).to_be_hidden()
     page.get_by_label("Token dropping").select_option("capacity")
     page.get_by_label("Capacity factor").fill("1.25")
     page.get_by_label("Router load").select_option("force-balanced")

@@ -122,7 +122,7 @@ export class SearchForm {
     if (shape.moe) {
       setInputs(MOE_FIELDS, shape.moe);
       const drops = shape.moe.capacity_factor !== null && shape.moe.capacity_factor !== undefined;
-      $('moe-dropping').value = drops ? 'capacity' : 'dropless';
+      $('moe-dropping').value = !drops ? 'dropless' : shape.moe.pad_to_capacity ? 'padded' : 'capacity';
       if (drops) $('moe-capacity').value = shape.moe.capacity_factor;
     }
     $('mla-on').checked = Boolean(shape.mla);
@@ -137,7 +137,7 @@ export class SearchForm {
       $(`${part}-fields`).hidden = !on;
       if (on) $(`${part}-section`).open = true;
     }
-    $('moe-capacity-group').hidden = $('moe-dropping').value !== 'capacity';
+    $('moe-capacity-group').hidden = $('moe-dropping').value === 'dropless';
   }
 
   /** The POST /v1/searches body the form describes. */
@@ -176,7 +176,9 @@ export class SearchForm {
     if ($('shape-head-dim').value !== '') shape.head_dim = int($('shape-head-dim').value);
     if ($('moe-on').checked) {
       shape.moe = readInputs(MOE_FIELDS);
-      shape.moe.capacity_factor = $('moe-dropping').value === 'capacity' ? num($('moe-capacity').value) : null;
+      const dropping = $('moe-dropping').value;
+      shape.moe.capacity_factor = dropping === 'dropless' ? null : num($('moe-capacity').value);
+      shape.moe.pad_to_capacity = dropping === 'padded';
     }
     if ($('mla-on').checked) {
       shape.mla = readInputs(MLA_FIELDS);
