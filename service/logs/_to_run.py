@@ -126,6 +126,11 @@ def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any
     if log.precision == "fp32":
         raise LogParseError(log.name, None, "the run trained in fp32, which autopar's cost model does not cover",
                             "import runs in bf16, fp16, fp8, mxfp8 or nvfp4")
+    if log.cuda_graphs not in (None, "none", "full-iteration"):
+        raise LogParseError(log.name, None, f"the run captured per-layer CUDA graphs (cuda_graph_impl "
+                            f"{log.cuda_graphs}), which autopar's cost model does not cover: it costs none or one "
+                            "full-iteration graph (docs/cost-model.md, Known limits)",
+                            "import runs with cuda_graph_impl none or full_iteration")
     config: dict[str, Any] = {}
     for key in ("dp", "tp", "pp", "vp", "cp", "sp", "tp_comm_overlap", "placement", "ep", "etp", "micro_batch",
                 "zero_stage", "recompute", "offload_optimizer", "offload_param"):
@@ -137,7 +142,7 @@ def run_request(log: ParsedLog, *, cluster: dict[str, Any], model: dict[str, Any
         config["moe_dispatcher"] = log.moe_dispatcher
     if log.moe_a2a_overlap:
         config["moe_a2a_overlap"] = True
-    if log.cuda_graphs not in (None, "none"):  # a per-layer graph stays as printed: the config refuses it
+    if log.cuda_graphs == "full-iteration":
         config["cuda_graphs"] = log.cuda_graphs
     said = [f"imported from {PurePath(log.name).name} ({log.format} log)", *log.notes]
     if log.recompute is None:
