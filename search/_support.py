@@ -422,19 +422,16 @@ MODEL_SUPPORT: tuple[SupportEntry, ...] = (
         lambda m: m.mla is not None,
     ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
     # --- Sliding-window attention and softmax sinks (GPT-OSS) ------------------------------------
-    # Megatron-Core costs a window and sinks; its emitter refuses to launch them
-    # (service/launch/_megatron.py GPT_OSS_LAUNCH), since ModelSpec lacks GPT-OSS's YaRN and GLU settings:
-    # untested, so a search ranks them only when asked to and every prediction says why.
+    # Megatron-Core costs a window and sinks, and its emitter launches them with GPT-OSS's YaRN and GLU
+    # (service/launch/_megatron_variants.py); untested until the launch is held to Megatron-Bridge's runs.
     SupportEntry(
         "megatron", "megatron-sliding-window-launch", "untested", "ModelSpec.attention_window",
         "Megatron-Core runs a sliding window (--window-size, --window-attn-skip-freq) and softmax sinks "
-        "(--softmax-type learnable), and autopar costs them, but it does not emit GPT-OSS's launch: its YaRN "
-        "RoPE and clamped quick-GeLU GLU are not in ModelSpec, so its launch files are refused; the published "
-        "GPT-OSS runs are predicted about 29 % fast (docs/cost-model.md, Known limits)",
-        "allow untested combinations to rank it (predictions only), or a model without attention_window and "
-        "softmax_sinks",
+        "(--softmax-type learnable), and autopar costs and emits them, but the published GPT-OSS runs are "
+        "predicted about 29 % fast (docs/cost-model.md, Known limits)",
+        "allow untested combinations to rank it, or a model without attention_window and softmax_sinks",
         "service/launch/megatron_flags.txt (megatron-core 0.19.2: --window-size, --window-attn-skip-freq, "
-        "--softmax-type); service/launch/_megatron.py GPT_OSS_LAUNCH",
+        "--softmax-type); service/launch/_megatron_variants.py",
         lambda m: m.attention_window is not None or m.softmax_sinks,
     ),
     *(SupportEntry(
@@ -445,6 +442,16 @@ MODEL_SUPPORT: tuple[SupportEntry, ...] = (
         "Megatron-DeepSpeed's and DeepSpeed's GPT/Llama attention and torchtitan's llama3 model have no "
         "window or sink option (flag lists service/launch/*_flags.txt; _torchtitan.py model args)",
         lambda m: m.attention_window is not None or m.softmax_sinks,
+    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
+    *(SupportEntry(
+        runtime, f"{runtime}-quick-geglu-yarn", "refused", "ModelSpec.activation",
+        f"{runtime}'s emitted model has no quick-GeLU GLU (GPT-OSS's, with its offset and clamp) and no YaRN "
+        "RoPE: the launch would train another model than the one costed",
+        "use framework='megatron' (--quick-geglu, --position-embedding-type yarn), or a SwiGLU/GeLU model "
+        "without rope_yarn",
+        "service/launch/megatron_deepspeed_flags.txt (deepspeedai 4efb479: --swiglu only, no YaRN); torchtitan "
+        "0.3.0's llama3 model (SwiGLU FeedForward, Llama 3 RoPE scaling only)",
+        lambda m: m.activation == "quick-geglu" or m.rope_yarn is not None,
     ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
 )
 """Model features per runtime: refused ones make every configuration invalid for that runtime."""
