@@ -325,7 +325,7 @@ def why_no_valid(model: ModelSpec, world_size: int, global_batch: int, framework
     reasons: list[str] = []
     for runtime in _targets(framework):
         for e in model_entries_for(runtime, model):
-            if e.status == "refused" or not allow_untested:
+            if e.status == "refused" or (e.status == "untested" and not allow_untested):
                 extra = " (allow untested combinations: --allow-untested)" if e.status == "untested" else ""
                 reasons.append(f"{runtime}: {e.what}; {e.fix}{extra}")
     tps = [t for t in divisors(world_size) if _tp_divides(model, t)]

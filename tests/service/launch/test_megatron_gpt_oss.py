@@ -76,6 +76,16 @@ def test_every_flag_gpt_oss_needs_is_in_the_pinned_release() -> None:
     assert set(PROVIDER) <= megatron_flags()
 
 
+def test_gpt_oss_is_supported_on_megatron_core_with_its_known_limit_said() -> None:
+    assert model_status("megatron", GPT_OSS) == "supported"
+    req = _request()
+    warnings = search.predict(GPT_OSS, req.cluster, req.config, req.training).warnings
+    assert any("29 % fast" in w and "gpt_oss_provider.py" in w and not w.startswith("not shown") for w in warnings)
+    from search._space import why_no_valid
+
+    assert not any("29 %" in r for r in why_no_valid(GPT_OSS, 64, 7, "megatron"))  # a known limit is no reason
+
+
 def test_a_dense_model_with_the_glu_and_yarn_emits_them_alone() -> None:
     llama = dataclasses.replace(search.model_preset("llama3-8b"), activation="quick-geglu", glu_clamp=7.0,
                                 rope_yarn=YarnSpec(factor=4.0, original_max_positions=8192))
