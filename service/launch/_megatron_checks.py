@@ -171,8 +171,9 @@ def _check_architecture_variants(v: dict[str, str | None], layers: int | None, c
     """GPT-OSS's flags: one activation (``argument_utils.py:314-326`` asserts ``not args.swiglu`` with
     --squared-relu or --quick-geglu), the fused bias-activation's GLU offset rule
     (``transformer_config.py:2114-2137``; ``arguments.py:1549-1551`` turns the fusion off without biases), the
-    sliding window's and sinks' attention backend (Transformer Engine ``get_attention_backend``, TE 2.8+
-    ``attention/dot_product_attention/utils.py``: FusedAttention runs a window as (left, 0) without dropout, and
+    sliding window's and sinks' attention backend (Transformer Engine ``get_attention_backend``,
+    ``attention/dot_product_attention/utils.py`` @ 002a3e573f49: FusedAttention runs a window as (left, 0)
+    without dropout, FlashAttention no non-vanilla softmax, and
     under context parallelism a non-vanilla softmax with ``cp_comm_type`` a2a only, a window not with p2p), and
     YaRN's settings (read only with ``--position-embedding-type yarn``, ``argument_utils.py:384-413``). Rules
     marked autopar's refuse what Megatron would silently ignore or run unfused and uncosted."""
