@@ -61,6 +61,11 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__path__ = []  # type: ignore[attr-defined]
 
 
+def _json(value: Any) -> Any:
+    """A parsed value as the case file holds it (JSON has lists, not tuples: ``--window-size``)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 def _capture_parser(parse_args: Any) -> argparse.ArgumentParser:
     """The ArgumentParser ``parse_args`` builds (captured on its way to parsing ``--help``-free argv)."""
     captured: dict[str, argparse.ArgumentParser] = {}
@@ -117,8 +122,8 @@ def main() -> int:
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 args = validate_args(parse_args())
-            wrong = {k: (getattr(args, k, "<missing>"), v) for k, v in case["expect"].items()
-                     if getattr(args, k, "<missing>") != v}
+            wrong = {k: (_json(getattr(args, k, "<missing>")), v) for k, v in case["expect"].items()
+                     if _json(getattr(args, k, "<missing>")) != v}
             if wrong:
                 failures += 1
                 print(f"FAIL {case['name']}: (parsed, expected) {wrong}")

@@ -23,7 +23,8 @@ from service.launch import LaunchRequest, TrainingRecipe, framework_env, megatro
 # parse_args would read literally.
 RECIPE = TrainingRecipe(data_path=("/data/corpus_text_document",), tokenizer="gpt2", lr=3e-4, train_iters=1000)
 
-# (model preset, cluster preset, nodes, global batch): shapes from GPT-3 to Llama 3 with GQA and SwiGLU.
+# (model preset, cluster preset, nodes, global batch): shapes from GPT-3 to Llama 3 with GQA and SwiGLU
+# (GPT-OSS 120B's window, sinks, GLU and YaRN: gpt_oss_cases).
 CASES = [("gpt-7.5b", "dgx-a100-80gb", 8, 256, "bf16"), ("gpt3-175b", "dgx-a100-80gb", 32, 1536, "fp16"),
          ("llama3-8b", "dgx-h100", 4, 512, "fp8"), ("llama3-70b", "dgx-h100", 8, 512, "bf16"),
          ("llama2-70b", "dgx-a100-80gb", 16, 1024, "bf16")]
@@ -86,6 +87,38 @@ def policy_cases() -> list[dict[str, object]]:
     return out
 
 
+GPT_OSS_EXPECT = {  # Megatron-Bridge gpt_oss_provider.py @ v0.3.0 (GPTOSSProvider120B), as validate_args leaves them
+    "quick_geglu": True, "swiglu": False, "glu_linear_offset": 1.0, "activation_func_clamp_value": 7.0,
+    "window_size": (127, 0), "window_attn_skip_freq": 2, "softmax_type": "learnable",
+    "position_embedding_type": "yarn", "rotary_base": 150000, "rotary_scaling_factor": 32.0,
+    "yarn_original_max_position_embeddings": 4096, "yarn_beta_fast": 32.0, "yarn_beta_slow": 1.0,
+    "yarn_correction_range_round_to_int": False, "add_bias_linear": True, "kv_channels": 64,
+    "num_query_groups": 8, "num_experts": 128, "moe_router_topk": 4, "moe_ffn_hidden_size": 2880,
+    "untie_embeddings_and_output_weights": True,
+}
+
+
+def gpt_oss_cases(per_space: int, rng: random.Random) -> list[dict[str, object]]:
+    """GPT-OSS 120B: the layouts of its published Megatron-Bridge rows (H100 tp1 pp4 ep8, GB300 ep64) and a
+    sample of what autopar's search enumerates on 64 H100s, with the provider's window, sinks, GLU and YaRN."""
+    model = search.model_preset("gpt-oss-120b")
+    h100 = search.cluster_preset("dgx-h100", 8)
+    configs = [(h100, 512, search.ParallelConfig(dp=16, pp=4, ep=8, micro_batch=4, zero_stage=1)),
+               (search.cluster_preset("gb300-nvl72", 16), 1280,
+                search.ParallelConfig(dp=64, ep=64, micro_batch=4, zero_stage=1))]
+    cands = [c for c in search.enumerate_space(model, h100.world_size, 512, "megatron").candidates
+             if c.framework == "megatron"]
+    configs += [(h100, 512, c.config) for c in rng.sample(cands, min(per_space, len(cands)))]
+    out: list[dict[str, object]] = []
+    for cluster, batch, c in configs:
+        req = LaunchRequest(model=model, cluster=cluster, config=c, training=search.TrainingSpec(batch),
+                            recipe=RECIPE)
+        expect = _expect(c, model, batch, "megatron") | GPT_OSS_EXPECT | {"expert_model_parallel_size": c.ep}
+        out.append({"framework": "megatron", "name": f"{model.name} {c}", "world_size": cluster.world_size,
+                    "argv": megatron_args(req), "env": framework_env(req), "expect": expect})
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path)
@@ -110,6 +143,7 @@ def main() -> None:
                               "world_size": cluster.world_size, "argv": argv, "env": framework_env(req),
                               "expect": _expect(cand.config, model, batch, framework)})
     cases += policy_cases()
+    cases += gpt_oss_cases(a.per_space, rng)
     a.out.write_text(json.dumps(cases, indent=1))
     print(f"wrote {len(cases)} cases to {a.out}", file=sys.stderr)
 

@@ -233,8 +233,8 @@ def attention_elementwise_bytes(model: ModelSpec, tokens: float, tp: int, sp: bo
 
 def mlp_activation_bytes_per_token(model: ModelSpec, ffn: float) -> float:
     """Forward bytes of the MLP activation function per token: GeLU reads and writes an f-wide
-    16-bit tensor (4f), SwiGLU reads two and writes one (6f)."""
-    return (6.0 if model.activation == "swiglu" else 4.0) * ffn
+    16-bit tensor (4f), a GLU (SwiGLU, quick-GeGLU) reads two and writes one (6f)."""
+    return (6.0 if model.gated_mlp else 4.0) * ffn
 
 
 def layer_times(model: ModelSpec, tokens: float, kv_len: float, tp: int, sp: bool, kernels: Kernels) -> LayerTimes:

@@ -8,7 +8,7 @@ LayerNorm, biases), ``gpt_neox`` (RoPE on a share of each head, parallel residua
 first layers by ``mlp_only_layers``) and ``deepseek_v3`` / ``kimi_k2`` (multi-head latent attention,
 ``first_k_dense_replace`` dense layers, shared experts, multi-token prediction) and ``gpt_oss``
 (experts with biases in every layer, a sliding window on every N-th-but-full layer by ``layer_types``,
-softmax sinks). Field names and
+softmax sinks, the clamped quick-GeLU GLU, YaRN RoPE). Field names and
 defaults are those of the ``transformers`` configuration classes (``LlamaConfig``, ``MistralConfig``,
 ``Qwen2Config``, ``Qwen3Config``, ``GPT2Config``, ``GPTNeoXConfig``, ``BloomConfig``,
 ``MixtralConfig``, ``Qwen3MoeConfig``, ``DeepseekV3Config``); where a class hard-codes a choice
@@ -20,7 +20,7 @@ initialisation, numerics of the reference implementation, the router's scoring a
 refused by name: a mixture of experts in another architecture or in a layer pattern other than
 dense first layers followed by MoE layers (``decoder_sparse_step``, ``mlp_only_layers``,
 ``moe_layer_freq``), sliding-window attention shorter than the sequence, biases on only some
-projections, RoPE scaling other than Llama 3.1's (DeepSeek's YaRN is left out at lengths up to the
+projections, RoPE scaling other than Llama 3.1's and GPT-OSS's YaRN (DeepSeek's YaRN is left out at lengths up to the
 one it extends, said in a note), and any key this module does not know. The attention kernel is
 not a property of the checkpoint: FlashAttention is assumed (a ModelSpec JSON file can say
 ``"attention": "standard"``).
@@ -34,6 +34,7 @@ from typing import Any
 from search._errors import SpecError
 from search._model_spec import ModelSpec
 from search._moe_spec import MLASpec, MoESpec
+from search._rope_spec import YarnSpec
 
 FIELD = "config.json"
 MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2", "gpt_oss")
@@ -102,9 +103,9 @@ _DEEPSEEK_KEYS = _ROUTER_KEYS | {
 _GPT_OSS_KEYS = frozenset({
     "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
     "vocab_size", "max_position_embeddings", "hidden_act", "rms_norm_eps", "rope_theta", "rope_scaling",
-    "tie_word_embeddings", "attention_bias", "head_dim", "attention_dropout", "sliding_window", "layer_types",
-    "num_local_experts", "num_experts_per_tok", "experts_per_token", "swiglu_limit", "router_aux_loss_coef",
-    "output_router_logits", "initial_context_length",
+    "rope_parameters", "tie_word_embeddings", "attention_bias", "head_dim", "attention_dropout", "sliding_window",
+    "layer_types", "num_local_experts", "num_experts_per_tok", "experts_per_token", "swiglu_limit",
+    "router_aux_loss_coef", "output_router_logits", "initial_context_length",
 })
 _KNOWN = {"llama": _LLAMA_KEYS, "mistral": _LLAMA_KEYS, "qwen2": _LLAMA_KEYS, "qwen3": _LLAMA_KEYS,
           "gpt2": _GPT2_KEYS, "gpt_neox": _NEOX_KEYS, "bloom": _BLOOM_KEYS, "mixtral": _MIXTRAL_KEYS,
@@ -268,40 +269,94 @@ def _layer_window(r: _Reader) -> tuple[int, int | None]:
     return window, freq
 
 
+_YARN_KEYS = {"factor": "factor", "original_max_position_embeddings": "original_max_positions",
+              "beta_fast": "beta_fast", "beta_slow": "beta_slow", "truncate": "correction_range_round_to_int"}
+"""``rope_scaling`` keys of a YaRN scaling -> :class:`YarnSpec` fields (transformers ``_compute_yarn_parameters``);
+besides them only ``rope_type`` / ``type`` and ``rope_theta`` are read."""
+
+
+def _gpt_oss_rope(r: _Reader) -> tuple[float, YarnSpec | None]:
+    """GPT-OSS's RoPE base and YaRN scaling from ``rope_scaling`` (or transformers 5's ``rope_parameters``):
+    every key of a YaRN scaling is recorded or refused by name (``attention_factor``, ``mscale``: the spec
+    keeps YaRN's default attention factor); a file without ``original_max_position_embeddings`` or whose
+    ``max_position_embeddings`` / ``original_max_position_embeddings`` differs from ``factor`` is refused
+    (transformers releases disagree on which of the two such a file means)."""
+    key = "rope_parameters" if r.data.get("rope_parameters") is not None else "rope_scaling"
+    scaling, where = r.data.get(key), f"{FIELD} {key}"
+    theta = r.number("rope_theta", 150000.0)  # GptOssConfig's rope_theta default
+    if scaling is None:
+        raise SpecError(where, "is missing: GPT-OSS's RoPE is YaRN-scaled, and the file does not say how",
+                        "add rope_scaling (openai/gpt-oss-120b: rope_type yarn, factor 32, "
+                        "original_max_position_embeddings 4096, beta_fast 32, beta_slow 1, truncate false)")
+    if not isinstance(scaling, Mapping):
+        raise SpecError(where, f"{scaling!r} is not an object", "fix the file")
+    s = _Reader(scaling)
+    theta = s.number("rope_theta", theta)
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "default" and set(scaling) <= {"rope_type", "type", "rope_theta"}:
+        return theta, None
+    if kind != "yarn":
+        raise SpecError(f"{where}.rope_type", f"{kind!r} is not a RoPE scaling ModelSpec records for GPT-OSS",
+                        "use rope_type yarn with its settings, or default (plain RoPE) alone")
+    unknown = sorted(set(scaling) - set(_YARN_KEYS) - {"rope_type", "type", "rope_theta"})
+    if unknown:
+        raise SpecError(f"{where}.{unknown[0]}", "is not a YaRN setting ModelSpec records (a launch would leave it "
+                        "out; the attention factor is YaRN's default, 0.1 ln(factor) + 1)",
+                        "remove it from a copy of the file if it states that default; otherwise this model is not "
+                        "supported")
+    for required in ("factor", "original_max_position_embeddings"):
+        if scaling.get(required) is None:
+            raise SpecError(f"{where}.{required}", "is missing", f"add {required} (openai/gpt-oss-120b: "
+                            f"{32 if required == 'factor' else 4096})")
+    longest, original = r.integer("max_position_embeddings", default=0), s.integer("original_max_position_embeddings")
+    if longest not in (0, original) and longest / original != s.number("factor", 0.0):
+        raise SpecError(f"{where}.factor", f"{scaling['factor']!r} is not max_position_embeddings / "
+                        f"original_max_position_embeddings = {longest} / {original}, and transformers releases "
+                        "differ on which of the two YaRN uses (older ones the ratio, newer ones the factor)",
+                        "make the file consistent")
+    try:
+        yarn = YarnSpec(**{field: scaling[hf] for hf, field in _YARN_KEYS.items() if hf in scaling})
+    except SpecError as err:  # name the file's key, not the spec's field
+        spec_field = err.field.rsplit(".", 1)[-1]
+        hf_key = next(hf for hf, field in _YARN_KEYS.items() if field == spec_field)
+        raise SpecError(f"{where}.{hf_key}", err.problem, err.fix) from None
+    return theta, yarn
+
+
 def _gpt_oss(r: _Reader, name: str, seq_len: int | None) -> tuple[ModelSpec, list[str]]:
-    """GPT-OSS (transformers ``GptOssConfig``): 3-matrix GLU experts in every layer (a clamped
-    ``swiglu_limit`` gated activation, costed as SwiGLU), biases on the attention and expert
-    projections and the router (``attention_bias``), a learned sink per head, a sliding window on the
-    layers :func:`_layer_window` says, YaRN RoPE (not recorded, no effect on the cost)."""
+    """GPT-OSS (transformers ``GptOssConfig``): 3-matrix GLU experts in every layer, biases on the attention
+    and expert projections and the router (``attention_bias``), a learned sink per head, a sliding window
+    on the layers :func:`_layer_window` says, YaRN RoPE (:func:`_gpt_oss_rope`). The GLU is the clamped
+    quick-GeLU one transformers' ``GptOssExperts`` hard-codes: ``gate * sigmoid(1.702 gate) * (up + 1)``
+    with the gate clamped at ``swiglu_limit`` and ``up`` within +-``swiglu_limit`` (``hidden_act`` is not
+    read), so ``activation`` quick-geglu, ``glu_linear_offset`` 1 and ``glu_clamp`` ``swiglu_limit``."""
     if not r.flag("attention_bias", True):
         raise SpecError(f"{FIELD} attention_bias", "false leaves the attention without the biases its experts and "
                         "router keep, which ModelSpec's one bias flag cannot describe", "use attention_bias true")
     window, freq = _layer_window(r)
-    yarn = _yarn(r, None)
-    notes = [f"{FIELD} swiglu_limit {r.number('swiglu_limit', 7.0):g}: the clamped gated activation is costed as "
-             "SwiGLU (the same three matrices)"]
-    theta = r.number("rope_theta", 150000.0)
-    if yarn is not None:
-        theta, original, _ = yarn
-        notes.append("rope_scaling (YaRN) not recorded: no effect on the cost; the Megatron launch is refused "
-                     "for GPT-OSS (it needs YaRN and the GLU flags)")
-        if seq_len is None:
-            seq_len = original
-            notes.append(f"seq_len = rope_scaling.original_max_position_embeddings ({original}): give --seq-len "
-                         "for the length you train at")
+    theta, yarn = _gpt_oss_rope(r)
+    notes: list[str] = []
+    if seq_len is None and yarn is not None:
+        seq_len = yarn.original_max_positions
+        notes.append(f"seq_len = rope_scaling.original_max_position_embeddings ({seq_len}): give --seq-len for the "
+                     "length you train at")
     if seq_len is None:
         seq_len = r.integer("max_position_embeddings")
         notes.append(f"seq_len = max_position_embeddings ({seq_len}): give --seq-len for the length you train at")
     hidden, heads, layers = r.integer("hidden_size"), r.integer("num_attention_heads"), r.integer("num_hidden_layers")
     expert_ffn = r.integer("intermediate_size")  # GptOssConfig.intermediate_size is each expert's
+    clamp = r.number("swiglu_limit", 7.0)  # GptOssConfig's default
+    if clamp <= 0:
+        raise SpecError(f"{FIELD} swiglu_limit", f"{clamp:g} is not a positive clamp", "fix the file")
     spec = ModelSpec(
         name=name, layers=layers, hidden=hidden, heads=heads, head_dim=r.integer("head_dim", default=64),
         kv_heads=r.integer("num_key_value_heads", default=heads), ffn=expert_ffn,
         moe=_moe(r, "num_local_experts", expert_ffn), vocab=r.integer("vocab_size"), seq_len=seq_len,
-        activation="swiglu", tied_embeddings=r.flag("tie_word_embeddings", False), position_embedding="rope",
+        activation="quick-geglu", glu_linear_offset=1.0, glu_clamp=clamp,
+        tied_embeddings=r.flag("tie_word_embeddings", False), position_embedding="rope",
         bias=True, norm="rmsnorm", attention="flash", dropout=r.number("attention_dropout", 0.0) > 0,
-        norm_eps=r.number("rms_norm_eps", _NORM_EPS_DEFAULT["gpt_oss"]), rope_theta=theta, attention_window=window,
-        window_skip_freq=freq, softmax_sinks=True,
+        norm_eps=r.number("rms_norm_eps", _NORM_EPS_DEFAULT["gpt_oss"]), rope_theta=theta, rope_yarn=yarn,
+        attention_window=window, window_skip_freq=freq, softmax_sinks=True,
     )
     return spec, notes
 

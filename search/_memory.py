@@ -143,9 +143,9 @@ def model_state_bytes(*, framework: str, zero_stage: int, shard_degree: int, par
 
 def mlp_saved_bytes_per_token(model: ModelSpec, ffn: float, linear_input_bytes: float = BYTES_16BIT) -> float:
     """Bytes one token keeps for the backward of an MLP of width ``ffn``: the first linear's 16-bit
-    outputs (two with SwiGLU, the activation's input) and the second linear's input at
+    outputs (two with a GLU, the activation's input) and the second linear's input at
     ``linear_input_bytes`` (Korthikanti et al. 2022 Sec. 4.1; :func:`saved_linear_input_bytes`)."""
-    return ((2.0 * BYTES_16BIT if model.activation == "swiglu" else BYTES_16BIT) + linear_input_bytes) * ffn
+    return ((2.0 * BYTES_16BIT if model.gated_mlp else BYTES_16BIT) + linear_input_bytes) * ffn
 
 
 def layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, recompute: str,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from search._errors import UnknownPresetError
 from search._model_spec import Attention, ModelSpec, PositionEmbedding
 from search._moe_spec import MLASpec, MoESpec
+from search._rope_spec import YarnSpec
 
 
 def _gelu_4h(name: str, layers: int, hidden: int, heads: int, *, vocab: int, seq_len: int,
@@ -198,16 +199,21 @@ _PRESETS: tuple[ModelSpec, ...] = (
     # intermediate_size 2880 (each expert's), head_dim 64, num_local_experts 128, num_experts_per_tok 4,
     # sliding_window 128 with layer_types alternating sliding/full (the first windowed), vocab_size
     # 201088, tie_word_embeddings false, attention_bias true, rms_norm_eps 1e-5, rope_theta 150000 with
-    # YaRN factor 32 over 4096 (not expressible in rope_scaling_factor; no effect on the cost),
-    # swiglu_limit 7.0. Megatron-Bridge gpt_oss_provider.py @ dc805f5cf9e0 (GPTOSSProvider120B): the same,
-    # window_size (127, 0), window_attn_skip_freq 2, softmax_type learnable, add_bias_linear, gated
-    # quick_gelu (glu_linear_offset 1.0, clamp 7.0): a GLU of 3 matrices, costed as SwiGLU. Pre-trained
-    # length not published; the Megatron-Bridge performance tables run it at 4,096 tokens.
+    # rope_scaling yarn (factor 32, original_max_position_embeddings 4096, beta_fast 32, beta_slow 1, truncate
+    # false), swiglu_limit 7.0. Megatron-Bridge gpt_oss_provider.py @ v0.3.0 (GPTOSSProvider120B, lines 39-99):
+    # the same shape, position_embedding_type yarn, yarn_rotary_scaling_factor 32, yarn_original_max_position_
+    # embeddings 4096, yarn_beta_fast 32, yarn_beta_slow 1, yarn_correction_range_round_to_int False, yarn_mscale
+    # None, softmax_type learnable, add_bias_linear, window_attn_skip_freq 2, gated quick_gelu with
+    # glu_linear_offset 1.0 and activation_func_clamp_value 7.0 (a GLU of 3 matrices, costed like SwiGLU);
+    # window_size (127, 0) since 5fcab34f8 ("Fix off-by-one in sliding window size", v0.4.0; v0.3.0 had
+    # (128, 0)). Pre-trained length not published; the Megatron-Bridge performance tables run it at 4,096 tokens.
     ModelSpec(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn=2880,
-              vocab=201088, seq_len=4096, activation="swiglu", tied_embeddings=False, position_embedding="rope",
+              vocab=201088, seq_len=4096, activation="quick-geglu", tied_embeddings=False, position_embedding="rope",
               bias=True, norm="rmsnorm", attention="flash", rope_theta=150000.0, norm_eps=1e-5,
               moe=MoESpec(experts=128, topk=4, expert_ffn=2880), attention_window=128, window_skip_freq=2,
-              softmax_sinks=True),
+              softmax_sinks=True, glu_linear_offset=1.0, glu_clamp=7.0,
+              rope_yarn=YarnSpec(factor=32.0, original_max_positions=4096, beta_fast=32.0, beta_slow=1.0,
+                                 correction_range_round_to_int=False)),
 )
 
 MODEL_PRESETS: dict[str, ModelSpec] = {spec.name: spec for spec in _PRESETS}

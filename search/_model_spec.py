@@ -7,29 +7,16 @@ from typing import Literal
 
 from search._checks import one_of, positive_int, positive_number
 from search._errors import SpecError
+from search._model_checks import GATED_ACTIVATIONS, check_glu, check_window, check_yarn
 from search._moe_spec import MLASpec, MoESpec, from_mapping
+from search._rope_spec import YarnSpec, yarn_from_mapping
 
-Activation = Literal["gelu", "swiglu"]
-LAUNCH_ONLY_FIELDS: tuple[str, ...] = ("norm_eps", "rope_theta", "rope_scaling_factor", "rotary_percent")
+Activation = Literal["gelu", "swiglu", "quick-geglu"]
+LAUNCH_ONLY_FIELDS: tuple[str, ...] = ("norm_eps", "rope_theta", "rope_scaling_factor", "rotary_percent",
+                                       "glu_linear_offset", "glu_clamp", "rope_yarn")
 """ModelSpec fields the cost model never reads: the launch files need them, a prediction does not."""
 PositionEmbedding = Literal["learned", "rope", "alibi"]
 Attention = Literal["flash", "standard"]
-
-
-def _check_window(owner: str, window: int | None, skip_freq: int | None, sinks: bool) -> None:
-    """Validate the sliding-window fields of :class:`ModelSpec`."""
-    if window is not None:
-        positive_int(owner, "attention_window", window)
-    if skip_freq is not None:
-        if window is None:
-            raise SpecError(f"{owner}.window_skip_freq", "is set without an attention_window",
-                            "give attention_window (the window in tokens), or leave window_skip_freq null")
-        if positive_int(owner, "window_skip_freq", skip_freq) < 2:
-            raise SpecError(f"{owner}.window_skip_freq", f"{skip_freq} makes every layer full attention",
-                            "give N >= 2 (every N-th layer full, GPT-OSS 2), or null for every layer windowed, "
-                            "or drop attention_window")
-    if not isinstance(sinks, bool):
-        raise SpecError(f"{owner}.softmax_sinks", f"{sinks!r} is not a boolean", "give true or false")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +44,9 @@ class ModelSpec:
     kv_heads: int | None = None
     """Key/value heads for grouped-query attention; None means = heads (multi-head attention)."""
     activation: Activation = "gelu"
-    """MLP activation: ``gelu`` (2 matrices) or ``swiglu`` (3 matrices)."""
+    """MLP activation: ``gelu`` (2 matrices), or a gated linear unit of 3 matrices: ``swiglu`` (SiLU gate;
+    Megatron ``--swiglu``) or ``quick-geglu`` (quick-GeLU gate ``x * sigmoid(1.702 x)``, GPT-OSS; Megatron
+    ``--quick-geglu``), costed alike (the same GEMMs, tensors and elementwise traffic)."""
     tied_embeddings: bool = False
     """True when the LM head reuses the input embedding matrix."""
     position_embedding: PositionEmbedding = "learned"
@@ -122,6 +111,17 @@ class ModelSpec:
     """A learnable softmax offset per head and layer ("attention sinks"; GPT-OSS, Megatron
     ``--softmax-type learnable``): ``heads`` parameters per layer; its time (one more logit per
     softmax row) is not costed."""
+    glu_linear_offset: float = 0.0
+    """Added to the GLU's linear half, ``gate_act(x_glu) * (x_linear + offset)`` (GPT-OSS 1.0: transformers
+    ``GptOssExperts`` ``(up + 1) * glu``; Megatron ``--glu-linear-offset``). Quick-GeGLU only; no effect
+    on the cost."""
+    glu_clamp: float | None = None
+    """Clamp of the GLU's inputs: the gate at most ``glu_clamp``, the linear half within +-``glu_clamp``
+    (GPT-OSS ``swiglu_limit`` 7.0; Megatron ``--activation-func-clamp-value``, ``fused_bias_geglu.py``).
+    Quick-GeGLU only; None: no clamp. No effect on the cost."""
+    rope_yarn: YarnSpec | None = None
+    """YaRN scaling of the RoPE frequencies (GPT-OSS: factor 32 over 4,096 tokens; Megatron
+    ``--position-embedding-type yarn``); None: plain RoPE. No effect on the cost."""
     # Derived once in __post_init__ (the cost model reads them on every prediction).
     _kv_dim: int = field(init=False, repr=False, compare=False, default=0)
     _params_per_layer: int = field(init=False, repr=False, compare=False, default=0)
@@ -141,7 +141,7 @@ class ModelSpec:
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
         kv = positive_int(owner, "kv_heads", self.kv_heads)
-        one_of(owner, "activation", self.activation, ("gelu", "swiglu"))
+        one_of(owner, "activation", self.activation, ("gelu", *GATED_ACTIVATIONS))
         one_of(owner, "position_embedding", self.position_embedding, ("learned", "rope", "alibi"))
         one_of(owner, "norm", self.norm, ("layernorm", "rmsnorm"))
         one_of(owner, "attention", self.attention, ("flash", "standard"))
@@ -166,7 +166,11 @@ class ModelSpec:
         if self.mtp_layers and self.moe is None and self.mla is None:
             raise SpecError(f"{owner}.mtp_layers", "multi-token prediction is modelled for DeepSeek-style models only",
                             "set mtp_layers=0, or describe the model's moe/mla parts")
-        _check_window(owner, self.attention_window, self.window_skip_freq, self.softmax_sinks)
+        check_window(owner, self.attention_window, self.window_skip_freq, self.softmax_sinks)
+        check_glu(owner, self.activation, self.glu_linear_offset, self.glu_clamp)
+        object.__setattr__(self, "rope_yarn", yarn_from_mapping(f"{owner}.rope_yarn", self.rope_yarn))
+        if self.rope_yarn is not None:
+            check_yarn(owner, self.position_embedding, self.rope_scaling_factor, self.mla is not None)
         if self.moe is not None and self.moe.first_dense_layers >= self.layers:
             raise SpecError(f"{owner}.moe.first_dense_layers",
                             f"{self.moe.first_dense_layers} leaves no MoE layer of {self.layers}",
@@ -256,9 +260,15 @@ class ModelSpec:
         return ((self.hidden, f * (self.mlp_matrices - 1), "column"), (f, self.hidden, "row"))
 
     @property
+    def gated_mlp(self) -> bool:
+        """The MLP is a gated linear unit (SwiGLU, quick-GeGLU): its first GEMM writes the gate and the
+        linear half, which the activation reads."""
+        return self.activation in GATED_ACTIVATIONS
+
+    @property
     def mlp_matrices(self) -> int:
-        """Weight matrices in the MLP: 2 for GeLU (up, down), 3 for SwiGLU (gate, up, down)."""
-        return 3 if self.activation == "swiglu" else 2
+        """Weight matrices in the MLP: 2 for GeLU (up, down), 3 for a GLU (gate, up, down)."""
+        return 3 if self.gated_mlp else 2
 
     @property
     def attention_params_per_layer(self) -> int:

@@ -419,6 +419,13 @@ def check_compatible(model: ModelSpec, world_size: int, config: ParallelConfig, 
     if c.cp > 1 and model.attention != "flash":
         raise SpecError("ParallelConfig.cp", "context parallelism needs a flash/fused attention kernel",
                         "set ModelSpec.attention='flash' or cp=1")
+    if c.cp > 1 and (model.attention_window is not None or model.softmax_sinks):
+        # Transformer Engine's get_attention_backend (attention/dot_product_attention/utils.py @ 002a3e573f49): with
+        # context parallelism a non-vanilla softmax runs only in FusedAttention with cp_comm_type a2a, and TE's CP
+        # tests skip sliding windows with p2p ("No support for SWA with cp_comm_type={p2p, a2a+p2p}").
+        raise SpecError("ParallelConfig.cp", "context parallelism with a sliding window or softmax sinks: Transformer "
+                        "Engine runs them only with its all-to-all exchange (cp_comm_type a2a), not the ring (p2p) "
+                        "exchange autopar costs", "set cp=1 for this model")
     check_runtime(c, training.framework)
     check_model_supported(model, training.framework)
     if training.precision in BLACKWELL_PRECISIONS and training.framework != "megatron":

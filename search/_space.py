@@ -15,7 +15,8 @@ Dimensions (their raw product is :attr:`Space.size`):
 
 Model and batch rules, the same as ``check_compatible`` (Megatron-LM ``validate_args``):
 tp divides heads, kv_heads and ffn; pp divides layers; pp*vp divides layers; cp > 1 needs
-flash attention and seq_len % (2*cp) == 0 (load-balanced causal CP); sp needs tp > 1;
+flash attention, no sliding window or softmax sinks (Transformer Engine runs those with all-to-all CP only,
+not the ring autopar costs), and seq_len % (2*cp) == 0 (load-balanced causal CP); sp needs tp > 1;
 vp > 1 needs pp > 1; global_batch % (dp*micro_batch) == 0 (DeepSpeed train_batch rule).
 
 Runtime rules: the support matrix (:mod:`search._support`, each entry cited) decides, for every
@@ -324,7 +325,7 @@ def why_no_valid(model: ModelSpec, world_size: int, global_batch: int, framework
     reasons: list[str] = []
     for runtime in _targets(framework):
         for e in model_entries_for(runtime, model):
-            if e.status == "refused" or not allow_untested:
+            if e.status == "refused" or (e.status == "untested" and not allow_untested):
                 extra = " (allow untested combinations: --allow-untested)" if e.status == "untested" else ""
                 reasons.append(f"{runtime}: {e.what}; {e.fix}{extra}")
     tps = [t for t in divisors(world_size) if _tp_divides(model, t)]
@@ -377,7 +378,8 @@ def enumerate_space(
     tps = [t for t in world_divisors if _tp_divides(model, t)]
     pps = [p for p in world_divisors if p <= model.layers + 2]  # the embedding and head can fill a stage
     head_w = round(last_stage_extra_layers(model), 3)
-    cps = [c for c in world_divisors if c == 1 or (flash and model.seq_len % (2 * c) == 0)]
+    ring_cp = flash and model.attention_window is None and not model.softmax_sinks  # see check_compatible
+    cps = [c for c in world_divisors if c == 1 or (ring_cp and model.seq_len % (2 * c) == 0)]
     recomputes = _FLASH_RECOMPUTES if flash else _RECOMPUTES
 
     blocks: list[Block] = []

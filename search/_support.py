@@ -11,6 +11,7 @@ issue; most are quoted with file and line in ``shared/reference/frameworks.md`` 
 * ``untested``: a parser accepts it, but no documentation, functional test or published run
   shows it running; enumerated only when the caller allows untested combinations, and every
   prediction of it carries the entry's warning.
+* ``supported`` (model entries only): runs, and every prediction says the entry's known limit.
 
 A combination no entry names is ``supported``. Versions pinned: megatron-core 0.19.x,
 Megatron-DeepSpeed (2025-07-16), DeepSpeed 0.19, torchtitan 0.3.0 with torch FSDP2.
@@ -422,19 +423,19 @@ MODEL_SUPPORT: tuple[SupportEntry, ...] = (
         lambda m: m.mla is not None,
     ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
     # --- Sliding-window attention and softmax sinks (GPT-OSS) ------------------------------------
-    # Megatron-Core costs a window and sinks; its emitter refuses to launch them
-    # (service/launch/_megatron.py GPT_OSS_LAUNCH), since ModelSpec lacks GPT-OSS's YaRN and GLU settings:
-    # untested, so a search ranks them only when asked to and every prediction says why.
+    # Megatron-Core costs and launches them (with GPT-OSS's YaRN and clamped quick-GeLU GLU:
+    # service/launch/_megatron_variants.py) as Megatron-Bridge's GPT-OSS provider does for the published runs:
+    # supported, and every prediction says how far off those runs are predicted.
     SupportEntry(
-        "megatron", "megatron-sliding-window-launch", "untested", "ModelSpec.attention_window",
-        "Megatron-Core runs a sliding window (--window-size, --window-attn-skip-freq) and softmax sinks "
-        "(--softmax-type learnable), and autopar costs them, but it does not emit GPT-OSS's launch: its YaRN "
-        "RoPE and clamped quick-GeLU GLU are not in ModelSpec, so its launch files are refused; the published "
-        "GPT-OSS runs are predicted about 29 % fast (docs/cost-model.md, Known limits)",
-        "allow untested combinations to rank it (predictions only), or a model without attention_window and "
-        "softmax_sinks",
-        "service/launch/megatron_flags.txt (megatron-core 0.19.2: --window-size, --window-attn-skip-freq, "
-        "--softmax-type); service/launch/_megatron.py GPT_OSS_LAUNCH",
+        "megatron", "megatron-sliding-window-launch", "supported", "ModelSpec.attention_window",
+        "a sliding window (--window-size, --window-attn-skip-freq) or softmax sinks (--softmax-type learnable) "
+        "run as Megatron-Bridge's GPT-OSS provider runs them on Megatron-Core, but the published GPT-OSS runs "
+        "are predicted about 29 % fast (docs/cost-model.md, Known limits): treat such a prediction's time as a "
+        "lower bound",
+        "nothing to change; compare the time with a measured run of the model",
+        "Megatron-Bridge src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py @ v0.3.0 (GPTOSSProvider); "
+        "benchmarks/data/runs_2024_2026.json, the 11 'GPT-OSS 120B' rows of the Megatron-Bridge performance "
+        "summary (containers 25.11-26.08)",
         lambda m: m.attention_window is not None or m.softmax_sinks,
     ),
     *(SupportEntry(
@@ -445,6 +446,16 @@ MODEL_SUPPORT: tuple[SupportEntry, ...] = (
         "Megatron-DeepSpeed's and DeepSpeed's GPT/Llama attention and torchtitan's llama3 model have no "
         "window or sink option (flag lists service/launch/*_flags.txt; _torchtitan.py model args)",
         lambda m: m.attention_window is not None or m.softmax_sinks,
+    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
+    *(SupportEntry(
+        runtime, f"{runtime}-quick-geglu-yarn", "refused", "ModelSpec.activation",
+        f"{runtime}'s emitted model has no quick-GeLU GLU (GPT-OSS's, with its offset and clamp) and no YaRN "
+        "RoPE: the launch would train another model than the one costed",
+        "use framework='megatron' (--quick-geglu, --position-embedding-type yarn), or a SwiGLU/GeLU model "
+        "without rope_yarn",
+        "service/launch/megatron_deepspeed_flags.txt (deepspeedai 4efb479: --swiglu only, no YaRN); torchtitan "
+        "0.3.0's llama3 model (SwiGLU FeedForward, Llama 3 RoPE scaling only)",
+        lambda m: m.activation == "quick-geglu" or m.rope_yarn is not None,
     ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
 )
 """Model features per runtime: refused ones make every configuration invalid for that runtime."""
@@ -469,7 +480,9 @@ def _refuse(entries: tuple[SupportEntry, ...], runtime: str) -> None:
 
 
 def _warnings(entries: tuple[SupportEntry, ...], runtime: str) -> tuple[str, ...]:
-    return tuple(f"not shown to run on {runtime}: {e.what} ({e.citation})" for e in entries if e.status == "untested")
+    """An ``untested`` entry's warning; a ``supported`` model entry names a known limit of its cost."""
+    return tuple(f"not shown to run on {runtime}: {e.what} ({e.citation})" if e.status == "untested"
+                 else f"{runtime}: {e.what} ({e.citation})" for e in entries if e.status != "refused")
 
 
 def model_status(runtime: str, model: ModelSpec) -> SupportStatus:
@@ -483,7 +496,7 @@ def check_model_supported(model: ModelSpec, runtime: str) -> None:
 
 
 def model_support_warnings(runtime: str, model: ModelSpec) -> tuple[str, ...]:
-    """One warning per ``untested`` model entry that applies."""
+    """One warning per ``untested`` or ``supported`` (a known limit) model entry that applies."""
     return _warnings(model_entries_for(runtime, model), runtime)
 
 

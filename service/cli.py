@@ -249,10 +249,10 @@ def presets_dict() -> dict[str, Any]:
 
 
 def model_dict(spec: ModelSpec) -> dict[str, Any]:
-    """A model's constructor arguments as JSON-ready data (``moe`` and ``mla`` as objects): a valid
-    ``--model`` file."""
+    """A model's constructor arguments as JSON-ready data (``moe``, ``mla`` and ``rope_yarn`` as objects): a
+    valid ``--model`` file."""
     data = spec_dict(spec)
-    for part in ("moe", "mla"):
+    for part in ("moe", "mla", "rope_yarn"):
         if data[part] is not None:
             data[part] = dataclasses.asdict(data[part])
     return data

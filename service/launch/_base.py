@@ -13,6 +13,7 @@ from typing import Protocol
 from search import ClusterSpec, HardwareProfile, ModelSpec, ParallelConfig, SpecError, TrainingSpec
 from search._parallel_spec import BLACKWELL_PRECISIONS, Framework
 from search._predict import check_precision
+from search._support import check_model_supported
 
 from ._recipe import TrainingRecipe
 
@@ -43,6 +44,9 @@ class LaunchRequest:
     """Data, tokenizer, schedule, length, checkpoints and logging (placeholders where not given)."""
 
     def __post_init__(self) -> None:
+        # A model feature the framework's files cannot express (the support matrix's refused model entries: MoE,
+        # MLA, GPT-OSS's window, sinks, GLU or YaRN outside Megatron-Core) would be launched as another model.
+        check_model_supported(self.model, self.training.framework)
         # The GPU runs the precision recipe (MXFP8/NVFP4 need Blackwell), the runtime emits it (Megatron-Core
         # alone for those two): every target's launch file would otherwise name a recipe nothing runs.
         if self.training.precision in BLACKWELL_PRECISIONS:  # fp8/bf16 support: each emitter says it its way

@@ -13,6 +13,7 @@ rules from ``frameworks_2.md`` sec. 3 and megatron-core ``core_v0.19.0``'s ``arg
 experts folded over the attention layers' ranks (ep x etp divides tp x cp x dp), grouped GEMMs,
 the all-to-all dispatcher when ep > 1 (or the flex dispatcher with the configuration's DeepEP / HybridEP
 backend, and --overlap-moe-expert-parallel-comm when asked), dropless unless a capacity factor is given.
+GPT-OSS's sliding window, softmax sinks, clamped quick-GeLU GLU and YaRN RoPE: :mod:`._megatron_variants`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ._launchers import with_torchrun
 from ._megatron_checks import check_megatron_args
 from ._megatron_flags import megatron_flags, megatron_release
 from ._megatron_recipe import MEGATRON_RECIPE, model_settings, number, recipe_args
+from ._megatron_variants import variant_args
 from ._pipeline_split import megatron_pipeline_args
 
 _FIELD = "megatron_args"
@@ -47,21 +49,23 @@ class ShapeSpelling:
     rmsnorm: tuple[str, ...]
     rope: tuple[str, ...]
     flash: tuple[str, ...]
+    quick_geglu: tuple[str, ...] | None = None
+    """The quick-GeLU GLU (GPT-OSS); None: the fork has none, and such a model is refused."""
+    yarn: tuple[str, ...] | None = None
+    """YaRN RoPE in place of :attr:`rope`; None: the fork has none, and such a model is refused."""
 
 
 MEGATRON_SPELLING = ShapeSpelling(gqa=("--group-query-attention", "--num-query-groups"),
                                   rmsnorm=("--normalization", "RMSNorm"), rope=("--position-embedding-type", "rope"),
-                                  flash=("--use-flash-attn",))
+                                  flash=("--use-flash-attn",), quick_geglu=("--quick-geglu",),
+                                  yarn=("--position-embedding-type", "yarn"))
 
 
-GPT_OSS_LAUNCH = (
-    "a sliding window and softmax sinks are costed, but a faithful launch is not emitted yet: megatron-core "
-    "0.19.2 has --window-size, --window-attn-skip-freq and --softmax-type learnable, and GPT-OSS also needs "
-    "YaRN RoPE (--position-embedding-type yarn, factor 32 over 4096) and a clamped quick-GeLU GLU "
-    "(--quick-geglu, --glu-linear-offset 1.0, --activation-func-clamp-value 7.0; Megatron-Bridge "
-    "gpt_oss_provider.py @ dc805f5cf9e0), which ModelSpec does not record: the files would train a "
-    "SwiGLU/RoPE model, not the one costed")
-"""Why :func:`megatron_args_and_notes` refuses ``ModelSpec.attention_window`` and ``softmax_sinks``."""
+def _spelled(flags: tuple[str, ...] | None, field: str, what: str) -> tuple[str, ...]:
+    if flags is None:
+        raise SpecError(field, f"{what} has no flag in this fork's pinned parser, so the launch would train another "
+                        "model than the one costed", "use framework megatron (Megatron-Core) for this model")
+    return flags
 
 
 def check_request(request: LaunchRequest) -> None:
@@ -77,8 +81,8 @@ def check_request(request: LaunchRequest) -> None:
 
 
 def shape_args(m: ModelSpec, spelling: ShapeSpelling) -> list[str]:
-    """The model shape in a fork's flags: sizes, GQA, SwiGLU, RMSNorm, RoPE, untied head, no biases,
-    no dropout, FlashAttention; the order is the same for every fork (the golden files rely on it)."""
+    """The model shape in a fork's flags: sizes, GQA, SwiGLU or quick-GeGLU, RMSNorm, RoPE or YaRN, untied head,
+    no biases, no dropout, FlashAttention; the order is the same for every fork (the golden files rely on it)."""
     args = ["--num-layers", str(m.layers), "--hidden-size", str(m.hidden), "--num-attention-heads", str(m.heads),
             "--ffn-hidden-size", str(m.ffn), "--seq-length", str(m.seq_len),
             "--max-position-embeddings", str(m.seq_len)]
@@ -87,10 +91,12 @@ def shape_args(m: ModelSpec, spelling: ShapeSpelling) -> list[str]:
         args += [*spelling.gqa, str(kv)]
     if m.activation == "swiglu":
         args.append("--swiglu")
+    elif m.activation == "quick-geglu":
+        args += _spelled(spelling.quick_geglu, "ModelSpec.activation", "the quick-GeLU GLU")
     if m.norm == "rmsnorm":
         args += spelling.rmsnorm
     if m.position_embedding == "rope":
-        args += spelling.rope
+        args += spelling.rope if m.rope_yarn is None else _spelled(spelling.yarn, "ModelSpec.rope_yarn", "YaRN RoPE")
     if not m.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
     if not m.bias:
@@ -115,10 +121,6 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
                         "use the emitter of that framework, or framework='megatron'")
     c, m, t = request.config, request.model, request.training
     check_request(request)
-    if request.model.attention_window is not None or request.model.softmax_sinks:
-        raise SpecError("ModelSpec.attention_window", GPT_OSS_LAUNCH,
-                        "take the searched layout to Megatron-Bridge's GPT-OSS recipe (its provider sets the "
-                        "window, sinks, YaRN and GLU)")
     args = ["--tensor-model-parallel-size", str(c.tp), "--pipeline-model-parallel-size", str(c.pp)]
     if c.stage_layers is None and c.vp > 1 and m.layers % (c.pp * c.vp):
         raise SpecError("ParallelConfig.vp", f"layers={m.layers} is not divisible by pp*vp={c.pp * c.vp}",
@@ -196,6 +198,8 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
     graph, graph_notes = cuda_graph_args(c)
     args += graph
     args += shape_args(m, MEGATRON_SPELLING)
+    variant, variant_notes = variant_args(m)  # GPT-OSS: window, sinks, the GLU's offset and clamp, YaRN's settings
+    args += variant
     if m.moe is not None and request.cluster.gpu.bf16_flop_per_s is None:  # no bf16: before Ampere (sm_80)
         raise SpecError("ClusterSpec.gpu", f"{request.cluster.gpu.name}: Megatron's grouped expert GEMMs "
                         "(--moe-grouped-gemm) need compute capability 8.0 or newer (validate_args)",
@@ -203,7 +207,7 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
     model, model_notes = expert_args(m, c)
     settings, notes = model_settings(m, c.tp, MEGATRON_RECIPE)
     recipe, recipe_notes = recipe_args(request, MEGATRON_RECIPE)
-    return [*args, *model, *settings, *recipe], [*graph_notes, *model_notes, *notes, *recipe_notes]
+    return [*args, *model, *settings, *recipe], [*graph_notes, *variant_notes, *model_notes, *notes, *recipe_notes]
 
 
 RANK_CAPACITY_FACTOR = 1.5

@@ -20,6 +20,7 @@ from service.request._schemas import (
     RecipeIn,
     Runtime,
     TrainingIn,
+    YarnShape,
 )
 from service.request._search_in import BudgetIn, SearchIn
 from service.request._specs import (
@@ -52,6 +53,7 @@ __all__ = [
     "Runtime",
     "SearchIn",
     "TrainingIn",
+    "YarnShape",
     "cluster_spec",
     "derived_dp",
     "fabric_spec",

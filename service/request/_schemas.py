@@ -67,6 +67,26 @@ class MLAShape(_In):
     v_head_dim: int = Field(ge=1, le=65_536, description="Per-head value width.")
 
 
+class YarnShape(_In):
+    """YaRN scaling of the RoPE frequencies (the fields of search's YarnSpec; GPT-OSS: factor 32 over 4096,
+    betas 32 / 1, no rounding; Megatron-Core ``--position-embedding-type yarn``). Launch-only: no effect on the
+    cost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"examples": [{
+        "factor": 32.0, "original_max_positions": 4096, "beta_fast": 32.0, "beta_slow": 1.0,
+        "correction_range_round_to_int": False}]})
+    factor: float = Field(ge=1, le=1024, allow_inf_nan=False, description="Context extension factor (HF "
+                          "rope_scaling.factor; Megatron --rotary-scaling-factor).")
+    original_max_positions: int = Field(ge=1, le=4_194_304, description="The context the RoPE frequencies were "
+                                        "made for (HF original_max_position_embeddings).")
+    beta_fast: float = Field(default=32.0, gt=0, le=1e6, allow_inf_nan=False, description="Dimensions rotating "
+                             "more often over that context are kept as RoPE; above beta_slow.")
+    beta_slow: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False, description="Dimensions rotating "
+                             "less often are interpolated by factor.")
+    correction_range_round_to_int: bool = Field(default=True, description="Round the ramp's end dimensions (HF "
+                                                "truncate; GPT-OSS false).")
+
+
 class ModelShape(_In):
     """A custom transformer shape (the fields of search.ModelSpec)."""
 
@@ -81,7 +101,9 @@ class ModelShape(_In):
     vocab: int = Field(ge=1, le=4_194_304)
     seq_len: int = Field(ge=1, le=4_194_304)
     kv_heads: int | None = Field(default=None, ge=1, le=4096)
-    activation: Literal["gelu", "swiglu"] = "gelu"
+    activation: Literal["gelu", "swiglu", "quick-geglu"] = Field(default="gelu", description="gelu (2 matrices), "
+                                                                 "or a gated linear unit of 3: swiglu, quick-geglu "
+                                                                 "(GPT-OSS; costed like swiglu).")
     tied_embeddings: bool = False
     position_embedding: Literal["learned", "rope", "alibi"] = "learned"
     bias: bool = True
@@ -109,12 +131,18 @@ class ModelShape(_In):
     window_skip_freq: int | None = Field(default=None, ge=2, le=4096, description="With attention_window: every "
                                          "N-th layer attends to all tokens (GPT-OSS: 2); null: every layer windowed.")
     softmax_sinks: bool = Field(default=False, description="A learnable softmax offset per head (GPT-OSS).")
+    glu_linear_offset: float = Field(default=0.0, ge=-1e6, le=1e6, allow_inf_nan=False, description="Added to the "
+                                     "GLU's linear half (GPT-OSS 1.0); quick-geglu only.")
+    glu_clamp: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False, description="Clamp of the GLU's "
+                                    "inputs (GPT-OSS swiglu_limit 7.0); quick-geglu only; null: none.")
+    rope_yarn: YarnShape | None = Field(default=None, description="YaRN RoPE scaling (needs position_embedding "
+                                        "rope); null: plain RoPE.")
 
 
 class ModelIn(_In):
     """A model preset (GET /v1/presets/models), a custom shape, or a Hugging Face ``config.json``
     (``hf_config``: its JSON object, of a llama, mistral, qwen2, qwen3, gpt2, gpt_neox or bloom model, or
-    of the mixtures of experts mixtral, qwen3_moe, deepseek_v3 or kimi_k2): exactly one; ``seq_len``
+    of the mixtures of experts mixtral, qwen3_moe, deepseek_v3, kimi_k2 or gpt_oss): exactly one; ``seq_len``
     replaces its sequence length (a config.json's default is its max_position_embeddings)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True,

@@ -43,10 +43,10 @@ def model_spec(m: ModelIn) -> ModelSpec:
 
 
 def model_shape(spec: ModelSpec) -> ModelShape:
-    """The request shape of ``spec`` (valid as ``model.shape``; ``head_dim`` resolved, ``moe`` and
-    ``mla`` as objects)."""
+    """The request shape of ``spec`` (valid as ``model.shape``; ``head_dim`` resolved, ``moe``, ``mla`` and
+    ``rope_yarn`` as objects)."""
     data = {f: getattr(spec, f) for f in ModelShape.model_fields}
-    for part in ("moe", "mla"):
+    for part in ("moe", "mla", "rope_yarn"):
         if data[part] is not None:
             data[part] = dataclasses.asdict(data[part])
     return ModelShape.model_validate(data)

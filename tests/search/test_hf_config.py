@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from search import MODEL_PRESETS, SpecError, model_from_hf_config
+from search._rope_spec import YarnSpec
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "hf"
 
@@ -326,11 +327,17 @@ GPT_OSS_120B: dict[str, Any] = {
 }
 
 
-def test_gpt_oss_reads_as_its_preset_window_sinks_and_biases_included() -> None:
+def test_gpt_oss_reads_as_its_preset_window_sinks_biases_glu_and_yarn_included() -> None:
     spec, notes = model_from_hf_config(GPT_OSS_120B, name="gpt-oss-120b")
     assert spec == MODEL_PRESETS["gpt-oss-120b"]
     assert (spec.attention_window, spec.window_skip_freq, spec.softmax_sinks, spec.bias) == (128, 2, True, True)
-    assert any("swiglu_limit" in n for n in notes) and any("YaRN" in n for n in notes)
+    # transformers' GptOssExperts: gate * sigmoid(1.702 gate) * (up + 1), both clamped by swiglu_limit.
+    assert (spec.activation, spec.glu_linear_offset, spec.glu_clamp) == ("quick-geglu", 1.0, 7.0)
+    assert spec.rope_theta == 150000 and spec.rope_yarn == YarnSpec(
+        factor=32.0, original_max_positions=4096, beta_fast=32.0, beta_slow=1.0, correction_range_round_to_int=False)
+    assert notes == ("seq_len = rope_scaling.original_max_position_embeddings (4096): give --seq-len for the "
+                     "length you train at",)
+    assert model_from_hf_config({**GPT_OSS_120B, "swiglu_limit": 5.5}, name="g")[0].glu_clamp == 5.5
     every_third = ["full_attention" if (i + 1) % 3 == 0 else "sliding_attention" for i in range(36)]
     assert model_from_hf_config({**GPT_OSS_120B, "layer_types": every_third}, name="g")[0].window_skip_freq == 3
 
@@ -345,3 +352,40 @@ def test_gpt_oss_shapes_modelspec_cannot_express_are_refused_by_field(change: di
     with pytest.raises(SpecError) as err:
         model_from_hf_config({**GPT_OSS_120B, **change}, name="g")
     assert err.value.field == field
+
+
+def test_gpt_oss_yarn_defaults_and_transformers_5_rope_parameters() -> None:
+    yarn = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}
+    spec = model_from_hf_config({**GPT_OSS_120B, "rope_scaling": yarn}, name="g", seq_len=8192)[0]
+    assert spec.rope_yarn == YarnSpec(32.0, 4096, 32.0, 1.0, True)  # HF's and Megatron's defaults: 32, 1, truncate
+    assert spec.seq_len == 8192  # longer than the original context: what YaRN is for, so not refused
+    moved = {k: v for k, v in GPT_OSS_120B.items() if k not in ("rope_scaling", "rope_theta")}
+    params = {**GPT_OSS_120B["rope_scaling"], "rope_theta": 150000.0}
+    assert model_from_hf_config({**moved, "rope_parameters": params}, name="gpt-oss-120b")[0] == MODEL_PRESETS[
+        "gpt-oss-120b"]
+    plain = model_from_hf_config({**GPT_OSS_120B, "rope_scaling": {"rope_type": "default"}}, name="g")[0]
+    assert plain.rope_yarn is None and plain.position_embedding == "rope"
+
+
+_YARN = GPT_OSS_120B["rope_scaling"]
+
+
+@pytest.mark.parametrize(("change", "field", "says"), [
+    ({"rope_scaling": None}, "config.json rope_scaling", "YaRN"),
+    ({"rope_scaling": {**_YARN, "mscale": 1.0}}, "config.json rope_scaling.mscale", "attention factor"),
+    ({"rope_scaling": {**_YARN, "attention_factor": 1.2}}, "config.json rope_scaling.attention_factor", "default"),
+    ({"rope_scaling": {**_YARN, "rope_type": "longrope"}}, "config.json rope_scaling.rope_type", "longrope"),
+    ({"rope_scaling": {k: v for k, v in _YARN.items() if k != "original_max_position_embeddings"}},
+     "config.json rope_scaling.original_max_position_embeddings", "missing"),
+    ({"rope_scaling": {**_YARN, "factor": 16.0}}, "config.json rope_scaling.factor", "131072 / 4096"),
+    ({"rope_scaling": {**_YARN, "factor": 0.5}, "max_position_embeddings": 2048}, "config.json rope_scaling.factor",
+     ">= 1"),
+    ({"rope_scaling": {**_YARN, "beta_fast": 0.5}}, "config.json rope_scaling.beta_fast", "beta_slow"),
+    ({"rope_scaling": {**_YARN, "truncate": "no"}}, "config.json rope_scaling.truncate", "boolean"),
+    ({"swiglu_limit": -7.0}, "config.json swiglu_limit", "positive"),
+])
+def test_gpt_oss_rope_and_glu_settings_modelspec_cannot_record_are_refused_by_key(
+        change: dict[str, Any], field: str, says: str) -> None:
+    with pytest.raises(SpecError) as err:
+        model_from_hf_config({**GPT_OSS_120B, **change}, name="g")
+    assert err.value.field == field and says in str(err.value)

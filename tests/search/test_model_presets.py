@@ -126,9 +126,11 @@ RUNS_FILE_NAMES = {"deepseek-v3": "DeepSeek-V3 671B", "qwen3-30b-a3b": "Qwen3-30
 def test_moe_presets_equal_the_runs_file_shapes_and_counts(name: str) -> None:
     model = _runs_file_models()[RUNS_FILE_NAMES[name]]
     spec = model_preset(name)
-    for field in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "head_dim", "activation",
-                  "tied_embeddings"):
+    for field in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "head_dim", "tied_embeddings"):
         assert getattr(spec, field) == model[field], field
+    # The runs file writes GPT-OSS's quick-GeLU GLU as "swiglu" with a detail saying so: 3 matrices either way.
+    glu = "quick-geglu" if "quick_gelu" in model.get("activation_detail", "") else model["activation"]
+    assert (spec.activation, spec.gated_mlp) == (glu, model["activation"] == "swiglu")
     moe = model["moe"]
     assert spec.moe is not None
     assert (spec.moe.experts, spec.moe.topk, spec.moe.expert_ffn, spec.moe.shared_experts,
@@ -172,7 +174,8 @@ def test_moe_presets_are_llama_style_blocks_at_their_pretraining_length(name: st
     spec = model_preset(name)
     assert spec.moe is not None
     assert (spec.activation, spec.norm, spec.position_embedding, spec.bias, spec.tied_embeddings,
-            spec.attention) == ("swiglu", "rmsnorm", "rope", name == "gpt-oss-120b", False, "flash")
+            spec.attention) == ("quick-geglu" if name == "gpt-oss-120b" else "swiglu", "rmsnorm", "rope",
+                                name == "gpt-oss-120b", False, "flash")
     if spec.moe.first_dense_layers == 0:
         assert spec.ffn == spec.moe.expert_ffn
     expected_seq = {"mixtral-8x7b": 32768, "mixtral-8x22b": 65536}.get(name, 4096)

@@ -74,3 +74,23 @@ def test_a_model_without_window_is_costed_as_before() -> None:
     spec = model_preset("qwen3-30b-a3b")
     expected = 0.5 * 2.0 * 4096 * 4096 * (spec.q_dim + spec.attention_out_dim) / KERNELS.attention_flop_per_s
     assert attention_core_times(spec, 4096.0, 4096.0, 1, KERNELS)[0] == expected
+
+
+def test_context_parallelism_is_refused_with_a_window_or_sinks() -> None:
+    # Transformer Engine runs sinks under CP with its all-to-all exchange only, and windows not with the p2p
+    # ring the cost model costs (attention/dot_product_attention/utils.py get_attention_backend).
+    from search import ParallelConfig, TrainingSpec, check_compatible
+    from search._space import enumerate_space
+
+    config = ParallelConfig(dp=32, cp=2, ep=8, micro_batch=1, zero_stage=1)
+    for spec in (model_preset("gpt-oss-120b"), dataclasses.replace(model_preset("gpt-oss-120b"), softmax_sinks=False),
+                 dataclasses.replace(model_preset("gpt-oss-120b"), attention_window=None, window_skip_freq=None)):
+        with pytest.raises(SpecError) as err:
+            check_compatible(spec, 64, config, TrainingSpec(512))
+        assert err.value.field == "ParallelConfig.cp" and "a2a" in err.value.problem
+    space = enumerate_space(model_preset("gpt-oss-120b"), 64, 512, "megatron", micro_batches=[1],
+                            allow_untested=True)
+    assert space.n_valid and {c.config.cp for c in space.candidates} == {1}
+    plain = dataclasses.replace(model_preset("gpt-oss-120b"), attention_window=None, window_skip_freq=None,
+                                softmax_sinks=False)
+    check_compatible(plain, 64, config, TrainingSpec(512))  # the same layout without them: CP as before

@@ -228,7 +228,7 @@ def test_global_batch_must_be_a_positive_integer(value: object) -> None:
 
 @pytest.mark.parametrize("activation", ["relu", "geglu", "GELU", ""])
 def test_unknown_activation(activation: str) -> None:
-    raises_spec_error("ModelSpec.activation", lambda: gpt(activation=activation), "gelu, swiglu")
+    raises_spec_error("ModelSpec.activation", lambda: gpt(activation=activation), "gelu, quick-geglu, swiglu")
 
 
 @pytest.mark.parametrize(("name", "value"), [("attention", "sparse"), ("norm", "batchnorm"),

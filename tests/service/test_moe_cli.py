@@ -199,3 +199,27 @@ def test_runs_export_writes_moe_runs_that_load_into_the_specs_that_ran(database:
     for result in fidelity.evaluate(loaded):
         assert result.error is None
         assert result.time_s == stored[result.run.id]["predicted_iteration_time_s"]
+
+
+# --- GPT-OSS: ranked and launched on Megatron-Core ----------------------------------------------
+
+def test_search_ranks_gpt_oss_on_megatron_without_allow_untested_and_its_top_emits(autopar: Autopar,
+                                                                                   tmp_path: Path) -> None:
+    from service.launch import check_megatron_args
+    from service.launch._megatron_checks import arg_values
+
+    out = tmp_path / "launch"
+    code, stdout, err = autopar("search", "--model", "gpt-oss-120b", "--cluster", "dgx-h100", "--nodes", "8",
+                                "--global-batch", "512", "--framework", "megatron", "--top", "3",
+                                "--emit", "megatron", "--out", str(out))
+    assert code == 0, err
+    assert "rank" in stdout and "allow-untested" not in stdout + err
+    argv = (out / "megatron_args.txt").read_text().splitlines()
+    check_megatron_args(argv, world_size=64)
+    v = arg_values(argv)
+    assert (v["--position-embedding-type"], v["--window-size"], v["--softmax-type"]) == ("yarn", "127,0", "learnable")
+    assert "--quick-geglu" in v and v["--activation-func-clamp-value"] == "7.0"
+    assert v.get("--context-parallel-size", "1") == "1" and "TE >= 2.8" in err
+    code, stdout, err = autopar("predict", "--model", "gpt-oss-120b", "--cluster", "dgx-h100", "--nodes", "8",
+                                "--ep", "32", "--global-batch", "512", "--zero-stage", "1")
+    assert code == 0 and "29 % fast" in stdout + err

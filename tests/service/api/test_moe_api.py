@@ -137,6 +137,42 @@ def test_bad_moe_input_is_422_naming_the_field(client: TestClient, auth: dict[st
     assert client.get("/v1/searches").json()["count"] == 0
 
 
+GLU: dict[str, Any] = {  # a small GPT-OSS-style block: the clamped quick-GeLU GLU and YaRN RoPE, no experts
+    **SHAPE, "name": "tiny-glu", "moe": None, "activation": "quick-geglu", "glu_linear_offset": 1.0, "glu_clamp": 7.0,
+    "rope_yarn": {"factor": 32.0, "original_max_positions": 512, "beta_fast": 32.0, "beta_slow": 1.0,
+                  "correction_range_round_to_int": False}}
+YARN = GLU["rope_yarn"]
+BAD_GLU: list[tuple[dict[str, Any], str, str]] = [  # (shape, the field named, a word of msg/fix)
+    ({**GLU, "glu_clamp": -7.0}, "model.shape.glu_clamp", "greater than 0"),
+    ({**GLU, "activation": "swiglu", "glu_linear_offset": 0.0}, "model.shape.glu_clamp", "quick-GeLU"),
+    ({**GLU, "activation": "gelu"}, "model.shape.glu_linear_offset", "quick-GeLU"),
+    ({**GLU, "activation": "quick-gelu"}, "model.shape.activation", "quick-geglu"),
+    ({**GLU, "rope_yarn": {**YARN, "factor": 0.5}}, "model.shape.rope_yarn.factor", "greater than or equal to 1"),
+    ({**GLU, "rope_yarn": {**YARN, "beta_fast": 1.0, "beta_slow": 32.0}}, "model.shape.rope_yarn.beta_fast",
+     "beta_slow"),
+    ({**GLU, "rope_yarn": {**YARN, "mscale": 1.0}}, "model.shape.rope_yarn.mscale", "Extra inputs"),
+    ({**GLU, "position_embedding": "learned"}, "model.shape.rope_yarn", "YaRN scales RoPE"),
+    ({**GLU, "rope_scaling_factor": 8.0}, "model.shape.rope_yarn", "one scaling"),
+]
+
+
+def test_the_glu_and_yarn_fields_predict_like_swiglu_and_bad_values_are_422_naming_the_field(
+        client: TestClient) -> None:
+    swiglu = {**GLU, "activation": "swiglu", "glu_linear_offset": 0.0, "glu_clamp": None, "rope_yarn": None}
+    ours, theirs = (client.post("/v1/predict", json=predict_body(shape, zero_stage=1)) for shape in (GLU, swiglu))
+    assert ours.status_code == theirs.status_code == 200, ours.text
+    assert ours.json()["prediction"] == theirs.json()["prediction"]  # launch-only fields: the cost is SwiGLU's
+    gpt_oss = next(m for m in client.get("/v1/presets/models").json()["data"] if m["name"] == "gpt-oss-120b")
+    assert (gpt_oss["shape"]["activation"], gpt_oss["shape"]["glu_clamp"]) == ("quick-geglu", 7.0)
+    assert gpt_oss["shape"]["rope_yarn"] == {"factor": 32.0, "original_max_positions": 4096, "beta_fast": 32.0,
+                                             "beta_slow": 1.0, "correction_range_round_to_int": False}
+    for shape, field, word in BAD_GLU:
+        r = client.post("/v1/predict", json=predict_body(shape, zero_stage=1))
+        assert (r.status_code, fields(r)) == (422, [field]), (field, r.text)
+        detail = r.json()["detail"][0]
+        assert word in detail["msg"] + detail["fix"] and detail["fix"], (field, detail)
+
+
 # --- stored searches and runs -------------------------------------------------------------------
 
 def test_a_moe_search_and_its_ep_configurations_round_trip_through_the_database(

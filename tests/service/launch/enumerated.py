@@ -86,9 +86,10 @@ def expert_sample(model: ModelSpec, gpus: int, batch: int, n: int) -> list[Launc
 
 
 def expert_samples() -> list[LaunchRequest]:
-    """Mixtral- and Qwen3-30B-A3B-like models on 64 GPUs, DeepSeek-V3-like on 1024."""
+    """Mixtral- and Qwen3-30B-A3B-like models on 64 GPUs, DeepSeek-V3-like on 1024, GPT-OSS 120B on 64."""
     return [*expert_sample(MIXTRAL, 64, 256, 15), *expert_sample(QWEN3_30B_A3B, 64, 256, 15),
-            *expert_sample(search.model_preset("deepseek-v3"), 1024, 2048, 10)]
+            *expert_sample(search.model_preset("deepseek-v3"), 1024, 2048, 10),
+            *expert_sample(search.model_preset("gpt-oss-120b"), 64, 512, 10)]
 
 
 def torchtitan_sample() -> list[LaunchRequest]:

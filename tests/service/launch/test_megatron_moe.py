@@ -11,7 +11,6 @@ import pytest
 import search
 from search import ModelSpec, ParallelConfig, SpecError, TrainingSpec
 from search._moe_spec import MoESpec
-from search._support import model_status
 from service.launch._base import LaunchRequest
 from service.launch._megatron import emit_megatron, megatron_args, megatron_args_and_notes
 from service.launch._megatron_checks import arg_values, check_megatron_args
@@ -296,22 +295,3 @@ def test_padding_to_capacity_is_refused_with_deepep_only() -> None:
     check_megatron_args([*pad, "--moe-flex-dispatcher-backend", "hybridep"], 8)
     with pytest.raises(SpecError, match="DeepEP backend"):
         check_megatron_args([*pad, "--moe-flex-dispatcher-backend", "deepep"], 8)
-
-
-def test_gpt_oss_is_costed_but_its_launch_refused_until_the_spec_carries_yarn_and_its_glu() -> None:
-    gpt_oss = search.model_preset("gpt-oss-120b")
-    config = ParallelConfig(dp=64, tp=1, pp=1, ep=8, etp=1, micro_batch=1, zero_stage=1)
-    req = LaunchRequest(model=gpt_oss, cluster=search.cluster_preset("dgx-h100", 8), config=config,
-                        training=TrainingSpec(512))
-    search.predict(gpt_oss, req.cluster, config, req.training)  # Megatron-Core costs it
-    with pytest.raises(SpecError) as err:
-        megatron_args(req)
-    assert err.value.field == "ModelSpec.attention_window" and "--quick-geglu" in err.value.problem
-    # The flags a faithful launch needs are in the pinned release.
-    assert {"--window-size", "--window-attn-skip-freq", "--softmax-type", "--quick-geglu", "--glu-linear-offset",
-            "--activation-func-clamp-value", "--yarn-original-max-position-embeddings"} <= megatron_flags()
-    # The other runtimes run neither a window nor sinks.
-    for runtime in ("deepspeed", "megatron-deepspeed", "fsdp"):
-        assert model_status(runtime, dataclasses.replace(gpt_oss, moe=None, ffn=2880)) == "refused"
-    # Costed but not launched: untested on Megatron-Core, so a search ranks it only when asked to.
-    assert model_status("megatron", gpt_oss) == "untested"
