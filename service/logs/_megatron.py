@@ -130,6 +130,23 @@ def _attention(a: dict[str, Value]) -> str:
         not backend and a.get("transformer_impl") == "transformer_engine") else "standard"
 
 
+BEYOND_SHAPE = ("window", "sinks", "quick-geglu", "yarn")
+"""What a Megatron argument dump can print of a model that ``ParsedLog``'s shape fields cannot carry."""
+
+
+def _beyond_shape(a: dict[str, Value]) -> tuple[str, ...]:
+    """The parts of :data:`BEYOND_SHAPE` the run's arguments set: ``--window-size`` (any value but
+    None), ``--softmax-type`` other than vanilla, ``--quick-geglu``, ``--position-embedding-type yarn``
+    (megatron-core 0.19 ``arguments.py``; GPT-OSS sets all four)."""
+    window = a.get("window_size")
+    return tuple(part for part, present in (
+        ("window", window is not None and str(window) != "None"),
+        ("sinks", str(a.get("softmax_type") or "vanilla") != "vanilla"),
+        ("quick-geglu", a.get("quick_geglu") is True),
+        ("yarn", "yarn" in str(a.get("position_embedding_type") or "")),
+    ) if present)
+
+
 def _dispatcher(a: dict[str, Value], ep: int) -> str:
     """The MoE token dispatcher as ``ParallelConfig.moe_dispatcher`` names it: ``flex-<backend>`` for
     ``--moe-token-dispatcher-type flex`` (backend deepep unless given; the deprecated
@@ -217,6 +234,7 @@ def fields_from_arguments(args: dict[str, tuple[Value, int]]) -> dict[str, Any]:
         "dropout": any(isinstance(v, float) and v > 0 for v in (a.get("hidden_dropout"), a.get("attention_dropout"))),
         "head_dim": kv_channels if kv_channels and heads and kv_channels * heads != a.get("hidden_size") else None,
         "experts": experts,
+        "beyond_shape": _beyond_shape(a),
     }
 
 

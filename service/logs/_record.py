@@ -131,6 +131,9 @@ class ParsedLog:
     """Per-head width when the log sets it apart from hidden / heads (Megatron's --kv-channels)."""
     experts: int | None = None
     """Routed experts of a mixture-of-experts model (its shape then comes from --model)."""
+    beyond_shape: tuple[str, ...] = ()
+    """Parts of the printed model the shape fields above do not carry (``window``, ``sinks``,
+    ``quick-geglu``, ``yarn``): its model then comes from --model, which must have them."""
     model_name: str | None = None
     """The model as the log names it (torchtitan's "llama3 8B"), when it does."""
     iterations: tuple[Iteration, ...] = ()

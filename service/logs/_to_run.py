@@ -56,7 +56,8 @@ def _cluster(log: ParsedLog, cluster: dict[str, Any]) -> dict[str, Any]:
 
 def _derived_model(log: ParsedLog) -> dict[str, Any]:
     """The model the log describes: its printed shape, else a preset its name matches."""
-    if log.experts is None and all(getattr(log, f) is not None for f in (*_SHAPE_FIELDS, "seq_len")):
+    if log.experts is None and not log.beyond_shape and all(
+            getattr(log, f) is not None for f in (*_SHAPE_FIELDS, "seq_len")):
         shape: dict[str, Any] = {"name": f"custom-{log.layers}x{log.hidden}", "seq_len": log.seq_len}
         for key in (*_SHAPE_FIELDS, "activation", "norm", "position_embedding", "bias", "tied_embeddings",
                     "dropout", "attention", "head_dim"):
@@ -66,7 +67,9 @@ def _derived_model(log: ParsedLog) -> dict[str, Any]:
     preset = _named_preset(log)
     if preset is not None:
         return {"preset": preset, **({"seq_len": log.seq_len} if log.seq_len else {})}
-    what = "a mixture of experts (its expert shape is not in the log)" if log.experts else "no complete model shape"
+    what = ("a mixture of experts (its expert shape is not in the log)" if log.experts
+            else f"a model with {_beyond(log.beyond_shape)}, which its printed shape does not carry"
+            if log.beyond_shape else "no complete model shape")
     raise LogParseError(log.name, None, f"the log prints {what}", "give the model: --model PRESET|FILE.json "
                         "(API: the model field), as POST /v1/runs takes it")
 
@@ -93,11 +96,27 @@ def _given_model(log: ParsedLog, model: dict[str, Any]) -> dict[str, Any]:
         printed = {key: getattr(model_preset(named), key) for key in _SHAPE_FIELDS}
     differ = [f"{key} {value} (the model has {getattr(spec, key)})" for key, value in printed.items()
               if value != getattr(spec, key) and key != "vocab"]  # Megatron pads the vocabulary to 128 x tp
+    has = {"window": spec.attention_window is not None, "sinks": spec.softmax_sinks,
+           "quick-geglu": spec.activation == "quick-geglu", "yarn": spec.rope_yarn is not None}
+    if log.format in ("megatron", "megatron-deepspeed") and log.layers is not None:  # an argument dump was read
+        differ += [f"{_beyond((part,))} (the model has none)" if part in log.beyond_shape
+                   else f"without {_beyond((part,))} (the model has one)"
+                   for part, present in has.items() if present != (part in log.beyond_shape)]
     if differ:
         ran = f"{log.model_name}, " if log.model_name else ""
         raise LogParseError(log.name, None, f"the log's model is not {spec.name}: it has {ran}" + ", ".join(differ),
                             "give the model that ran (or leave the model out when the log prints its shape)")
     return model
+
+
+_BEYOND_WORDS = {"window": "a sliding window (--window-size)", "sinks": "softmax sinks (--softmax-type)",
+                 "quick-geglu": "a quick-GeLU GLU (--quick-geglu)",
+                 "yarn": "YaRN RoPE (--position-embedding-type yarn)"}
+
+
+def _beyond(parts: tuple[str, ...]) -> str:
+    """The log's words for parts of a model beyond the printed shape."""
+    return ", ".join(_BEYOND_WORDS[p] for p in parts)
 
 
 def _named_preset(log: ParsedLog) -> str | None:

@@ -299,3 +299,34 @@ def test_a_graphed_megatron_log_posts_the_graph_and_a_per_layer_one_is_refused()
         run_request(layered, cluster=cluster)
     assert "per-layer CUDA graphs (cuda_graph_impl transformer_engine)" in str(err.value)
     assert "import runs with cuda_graph_impl none or full_iteration" in str(err.value)
+
+
+def test_a_windowed_run_is_not_read_as_its_printed_shape_and_its_model_must_have_the_window() -> None:
+    """A Megatron run with GPT-OSS's sliding window, sinks, quick-GeGLU or YaRN prints a shape the log's
+    fields cannot carry: the importer asks for the model instead of importing a plain one, and refuses a
+    given model that lacks (or adds) what the run had."""
+    import dataclasses
+
+    name = "megatron_llama3-8b_tp2_pp2_dp4.log"
+    text = (DATA / name).read_text()
+    cluster = {"preset": "dgx-h100"}
+    log = parse_log(_with_arguments(text, "window_size (127, 0)", "softmax_type learnable"), name=name)
+    assert log.beyond_shape == ("window", "sinks")
+    with pytest.raises(LogParseError) as err:
+        run_request(log, cluster=cluster)
+    assert "a sliding window (--window-size), softmax sinks (--softmax-type)" in str(err.value)
+    assert "give the model" in str(err.value)
+    plain = run_request(parse_log(text, name=name), cluster=cluster)["model"]["shape"]
+    plain.pop("seq_len", None)
+    with pytest.raises(LogParseError, match=r"a sliding window \(--window-size\) \(the model has none\)"):
+        run_request(log, cluster=cluster, model={"shape": plain})
+    assert parse_log(_with_arguments(text, "window_size None", "softmax_type vanilla"), name=name).beyond_shape == ()
+    yarn = parse_log(_with_arguments(text, "position_embedding_type yarn", "quick_geglu True"), name=name)
+    assert yarn.beyond_shape == ("quick-geglu", "yarn")
+    from search import model_preset
+    from service.request._specs import model_shape
+
+    windowed = model_shape(dataclasses.replace(model_preset("llama3-8b"), attention_window=128,
+                                               window_skip_freq=2)).model_dump(mode="json")
+    with pytest.raises(LogParseError, match=r"without a sliding window \(--window-size\) \(the model has one\)"):
+        run_request(parse_log(text, name=name), cluster=cluster, model={"shape": windowed})
