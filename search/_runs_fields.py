@@ -63,6 +63,9 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # attention_window {size, pattern}: a window of size tokens (the query included; Megatron --window-size
         # (size - 1, 0)) on all layers but every N-th (window_skip_freq_of); another pattern is refused.
         "attention_window": MODELLED,
+        # softmax_sinks (costed with the window), glu_linear_offset, glu_clamp and rope_yarn (launch-only, recorded so
+        # an exported run relaunches as it ran): beyond the published schema, written by ``autopar runs export``.
+        **dict.fromkeys(("softmax_sinks", "glu_linear_offset", "glu_clamp", "rope_yarn"), MODELLED),
         # activation_detail: GPT-OSS's gated quick_gelu is a GLU of 3 matrices (gate, up, down), costed as
         # SwiGLU-shaped (the same GEMMs; the clamp and the 1.0 offset are elementwise); any other detail is refused.
         "activation_detail": CHECKED,
@@ -322,8 +325,8 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
     if m.get("mtp_layers") and moe is None and m.get("mla") is None:
         refuse("model.mtp_layers", f"{m['mtp_layers']} multi-token-prediction layers are modelled for DeepSeek-style "
                "(MoE/MLA) models only", ARCHITECTURE)
-    if m.get("activation") not in (None, "gelu", "swiglu"):
-        refuse("model.activation", f"{m['activation']!r} is not modelled (gelu, swiglu)", ARCHITECTURE)
+    if m.get("activation") not in (None, "gelu", "swiglu", "quick-geglu"):
+        refuse("model.activation", f"{m['activation']!r} is not modelled (gelu, swiglu, quick-geglu)", ARCHITECTURE)
     if m.get("activation_detail") is not None and (m["activation_detail"], m.get("activation")) not in GLU_DETAILS:
         refuse("model.activation_detail", f"{m['activation_detail']!r} with activation {m.get('activation')!r} is "
                "not modelled (plain gelu or swiglu, or a 3-matrix GLU costed as swiglu)", ARCHITECTURE)

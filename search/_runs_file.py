@@ -213,7 +213,7 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         step = pp * vp
         layers = max(step, round(estimate / step) * step)
     activation = m.get("activation") or "gelu"
-    llama_like = activation == "swiglu"
+    llama_like = activation in ("swiglu", "quick-geglu")
 
     def given(key: str, default: Any) -> Any:
         """The record's value where it states one (files written by ``autopar runs export`` do),
@@ -251,6 +251,10 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         moe=_moe(m.get("moe")),
         mtp_layers=int(m.get("mtp_layers") or 0),
         **_window(m.get("attention_window")),
+        softmax_sinks=given("softmax_sinks", False),
+        glu_linear_offset=given("glu_linear_offset", 0.0),
+        glu_clamp=m.get("glu_clamp"),
+        rope_yarn=m.get("rope_yarn"),
     )
 
 

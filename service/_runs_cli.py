@@ -166,8 +166,9 @@ def _locator(row: Run) -> str:
 
 def model_extensions(m: ModelSpec) -> dict[str, Any]:
     """The model fields of README_2024_2026.md's schema extensions a run's shape needs: ``head_dim``
-    when it is not hidden/heads, ``moe`` (with ``active_params``), ``mla`` and ``mtp_layers`` when
-    the model has them; nothing for a plain dense model (its record stays in the original schema)."""
+    when it is not hidden/heads, ``moe`` (with ``active_params``), ``mla``, ``mtp_layers``, the sliding
+    window (``attention_window``), ``softmax_sinks`` and GPT-OSS's GLU and YaRN settings when the model has
+    them; nothing for a plain dense model (its record stays in the original schema)."""
     out: dict[str, Any] = {}
     if m.dim_per_head * m.heads != m.hidden or m.mla is not None:
         out["head_dim"] = m.dim_per_head
@@ -188,6 +189,15 @@ def model_extensions(m: ModelSpec) -> dict[str, Any]:
                       "v_head_dim": m.mla.v_head_dim}
     if m.mtp_layers:
         out["mtp_layers"] = m.mtp_layers
+    if m.attention_window is not None:  # the loader's attention_window_of reads the pattern back
+        pattern = "all layers" if m.window_skip_freq is None else f"window_attn_skip_freq={m.window_skip_freq}"
+        out["attention_window"] = {"size": m.attention_window, "pattern": pattern}
+    if m.softmax_sinks:
+        out["softmax_sinks"] = True
+    if m.activation == "quick-geglu":  # launch-only: what a relaunch of the record needs
+        out["glu_linear_offset"], out["glu_clamp"] = m.glu_linear_offset, m.glu_clamp
+    if m.rope_yarn is not None:
+        out["rope_yarn"] = dataclasses.asdict(m.rope_yarn)
     return out
 
 

@@ -56,6 +56,10 @@ RUNS: dict[str, dict[str, Any]] = {  # name -> POST /v1/runs body
                 "iteration_time_s": 3.5},
     "wide-heads": {"model": {"shape": {**BASE, "name": "wide-heads", "head_dim": 128}}, "cluster": H100,
                    "training": {"global_batch": 64}, "config": {"tp": 2}, "iteration_time_s": 0.3},
+    # GPT-OSS's window, sinks, clamped quick-GeGLU and YaRN: written beyond the schema and read back.
+    "gpt-oss": {"model": {"preset": "gpt-oss-120b"}, "cluster": {**H100, "nodes": 8},
+                "training": {"global_batch": 512}, "config": {"pp": 4, "ep": 8, "zero_stage": 1, "recompute": "full"},
+                "iteration_time_s": 5.8},
 }
 
 
@@ -187,6 +191,12 @@ def test_runs_export_writes_moe_runs_that_load_into_the_specs_that_ran(database:
     assert not any("cuda_graphs" in r["config"] for i, r in records.items() if i != ids["graphed"])
     wide = records[ids["wide-heads"]]
     assert wide["model"]["head_dim"] == 128 and "moe" not in wide["model"] and "ep" not in wide["config"]
+    assert not {"attention_window", "softmax_sinks", "rope_yarn", "glu_clamp"} & set(wide["model"])
+    oss = records[ids["gpt-oss"]]["model"]
+    assert oss["attention_window"] == {"size": 128, "pattern": "window_attn_skip_freq=2"}
+    assert (oss["activation"], oss["softmax_sinks"], oss["glu_linear_offset"], oss["glu_clamp"]) == (
+        "quick-geglu", True, 1.0, 7.0)
+    assert (oss["rope_yarn"]["factor"], oss["rope_yarn"]["original_max_positions"]) == (32.0, 4096)
 
     # The calibration loader reads each record back into what ran, and predicts what was stored.
     fidelity = _load_fidelity()
