@@ -4,66 +4,32 @@ micro-batch calculator) would refuse: parallel sizes against the world, the inte
 pipeline split, mixtures of experts, latent attention and multi-token prediction (rules from
 ``shared/reference/frameworks.md`` §5 and ``frameworks_2.md`` sec. 3, megatron-core ``core_v0.19.0``'s
 ``arguments.py``, ``transformer_config.py`` and ``pipeline_parallel_layer_layout.py``). The helpers that
-read an argument list (:func:`arg_values`, :func:`int_value`, ...) serve Megatron-DeepSpeed's checks too.
+read an argument list live in :mod:`service.launch._megatron_args` (re-exported here), GPT-OSS's
+architecture rules in :mod:`service.launch._megatron_variant_checks`.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Sequence
 
 from search import SpecError
 from search._pipeline_layout import megatron_account_for, megatron_first_last, megatron_layout
 
+from ._megatron_args import FIELD as _FIELD
+from ._megatron_args import (
+    arg_values,
+    check_known_flags,
+    float_value,
+    int_value,
+    is_placeholder,
+    layer_pattern,
+)
 from ._megatron_flags import megatron_flags, megatron_release
+from ._megatron_variant_checks import check_architecture_variants
 
-_FIELD = "megatron_args"
-
-
-def arg_values(argv: Sequence[str]) -> dict[str, str | None]:
-    """``--flag`` -> its value (the next word when that is not a flag), or None for a switch."""
-    out: dict[str, str | None] = {}
-    for i, word in enumerate(argv):
-        if word.startswith("--"):
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            out[word] = nxt if nxt is not None and not nxt.startswith("--") else None
-    return out
-
-
-def is_placeholder(text: str | None) -> bool:
-    """A value the shell fills in at launch (a recipe placeholder): not known here."""
-    return text is not None and text.startswith("${")
-
-
-def _flag_number(values: dict[str, str | None], flag: str, field: str, convert: type[int] | type[float],
-                 noun: str) -> int | float | None:
-    """``flag``'s value converted, None when absent or a placeholder; SpecError on ``field`` otherwise."""
-    text = values.get(flag)
-    if text is None or is_placeholder(text):
-        return None
-    try:
-        return convert(text)
-    except ValueError:
-        raise SpecError(field, f"{flag} {text!r} is not {noun}", f"give {flag} {noun}") from None
-
-
-def int_value(values: dict[str, str | None], flag: str, default: int | None, field: str = _FIELD) -> int | None:
-    """``flag``'s integer value, ``default`` when absent or a placeholder; SpecError on ``field`` when not an
-    integer."""
-    if flag in values and values[flag] is None:
-        raise SpecError(field, f"{flag} has no value", f"give {flag} an integer")
-    number = _flag_number(values, flag, field, int, "an integer")
-    return default if number is None else int(number)
-
-
-def check_known_flags(argv: Sequence[str], flags: frozenset[str], field: str, framework: str, pin: str) -> None:
-    """Refuse a ``--flag`` of ``argv`` that is not in ``flags``, the flag list of ``framework`` at its
-    pinned ``pin`` (a release or a commit)."""
-    for word in argv:
-        if word.startswith("--") and word not in flags:
-            raise SpecError(field, f"{word} is not an argument of {framework}",
-                            f"remove it or use the flag that {pin} defines")
+__all__ = ["arg_values", "check_known_flags", "check_megatron_args", "check_recipe_args", "float_value",
+           "int_value", "is_placeholder"]
 
 
 def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
@@ -138,7 +104,7 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
         raise SpecError(_FIELD, f"hidden size ({hidden}) is not divisible by the attention heads ({heads}) and "
                         "--kv-channels is not given (validate_args)", "give the head width as --kv-channels")
     _check_experts(v, world_size, tp, pp, layers)
-    _check_architecture_variants(v, layers, cp)
+    check_architecture_variants(v, layers, cp)
     _check_cuda_graphs(v)
     _check_latent_attention(v)
     check_recipe_args(v, _FIELD)
@@ -146,114 +112,6 @@ def check_megatron_args(argv: Sequence[str], world_size: int) -> None:
     if "--mock-data" in v and "--data-path" in v:
         raise SpecError(_FIELD, "A single data source must be provided (--mock-data and --data-path)",
                         "give one of them")
-
-
-def _window_size(v: dict[str, str | None]) -> tuple[int, int] | None:
-    """``--window-size`` as ``arguments.py:376-386`` ``tuple_type`` reads it ("127,0" or "(127,0)"), held to
-    the (left, right) pair with -1 (unbounded) or more on each side that Transformer Engine takes."""
-    text = v.get("--window-size")
-    if text is None or is_placeholder(text):
-        if "--window-size" in v and text is None:
-            raise SpecError(_FIELD, "--window-size has no value", "give --window-size LEFT,RIGHT (GPT-OSS: 127,0)")
-        return None
-    try:
-        window = tuple(int(part) for part in text.strip("()").split(","))
-    except ValueError:
-        raise SpecError(_FIELD, f"--window-size {text!r} is not integers joined by commas (tuple_type)",
-                        "give --window-size LEFT,RIGHT (GPT-OSS: 127,0)") from None
-    if len(window) != 2 or min(window) < -1:
-        raise SpecError(_FIELD, f"--window-size {text!r} is not a (left, right) pair of integers >= -1",
-                        "give --window-size LEFT,RIGHT (GPT-OSS: 127,0)")
-    return window[0], window[1]
-
-
-def _check_architecture_variants(v: dict[str, str | None], layers: int | None, cp: int) -> None:
-    """GPT-OSS's flags: one activation (``argument_utils.py:314-326`` asserts ``not args.swiglu`` with
-    --squared-relu or --quick-geglu), the fused bias-activation's GLU offset rule
-    (``transformer_config.py:2114-2137``; ``arguments.py:1549-1551`` turns the fusion off without biases), the
-    sliding window's and sinks' attention backend (Transformer Engine ``get_attention_backend``,
-    ``attention/dot_product_attention/utils.py`` @ 002a3e573f49: FusedAttention runs a window as (left, 0)
-    without dropout, FlashAttention no non-vanilla softmax, and
-    under context parallelism a non-vanilla softmax with ``cp_comm_type`` a2a only, a window not with p2p), and
-    YaRN's settings (read only with ``--position-embedding-type yarn``, ``argument_utils.py:384-413``). Rules
-    marked autopar's refuse what Megatron would silently ignore or run unfused and uncosted."""
-    activations = [f for f in ("--swiglu", "--squared-relu", "--quick-geglu") if f in v]
-    if len(activations) > 1:
-        raise SpecError(_FIELD, f"{' and '.join(activations)}: one MLP activation (argument_utils.py:320-325)",
-                        "keep one of them")
-    quick = "--quick-geglu" in v
-    fused = ("--no-bias-swiglu-fusion" not in v if "--swiglu" in v
-             else "--no-bias-gelu-fusion" not in v and "--disable-bias-linear" not in v)
-    if (float_value(v, "--glu-linear-offset", _FIELD) or 0.0) != 0.0 and fused and not quick:
-        raise SpecError(_FIELD, "When bias_activation_fusion is True and glu_linear_offset is non-zero, activation "
-                        "function must be quick_gelu (transformer_config.py:2134-2137)",
-                        "add --quick-geglu, or drop --glu-linear-offset")
-    clamp = float_value(v, "--activation-func-clamp-value", _FIELD)
-    if clamp is not None and (not quick or not clamp > 0):  # autopar's: Megatron documents it for quick_gelu only
-        raise SpecError(_FIELD, f"--activation-func-clamp-value {clamp:g}: the clamp of the quick-GeLU GLU's inputs "
-                        "(transformer_config.py:228-230) needs --quick-geglu and a value > 0",
-                        "add --quick-geglu with a positive clamp (GPT-OSS: 7.0), or drop the flag")
-    window = _window_size(v)
-    if "--window-attn-skip-freq" in v and window is None:  # autopar's: utils.py:499-500 ignores it then
-        raise SpecError(_FIELD, "--window-attn-skip-freq without --window-size: no layer is windowed",
-                        "give --window-size, or drop --window-attn-skip-freq")
-    if window is not None and "--window-attn-skip-freq" in v:  # an N, or 1 (windowed) / 0 (full) per layer
-        _layer_pattern(v, "--window-attn-skip-freq", layers)
-    # Megatron's default attention dropout is 0.1 (transformer_config.py); a placeholder is not known here.
-    dropout = 0.1 if "--attention-dropout" not in v else float_value(v, "--attention-dropout", _FIELD) or 0.0
-    if window is not None and window[0] != -1 and (window[1] != 0 or dropout):  # autopar's, from TE utils.py
-        raise SpecError(_FIELD, f"--window-size {window[0]},{window[1]} with attention dropout "
-                        f"{v.get('--attention-dropout', '0.1 (the default)')}: Transformer Engine's fused attention "
-                        "runs a sliding window only as (left, 0) without dropout, so the layers would run unfused "
-                        "attention, which autopar does not cost", "give --window-size LEFT,0 and --attention-dropout 0")
-    softmax = v.get("--softmax-type") or "vanilla"
-    if softmax not in ("vanilla", "off-by-one", "learnable"):
-        raise SpecError(_FIELD, f"--softmax-type {softmax!r} is not vanilla, off-by-one or learnable "
-                        "(transformer_config.py:163)", "give one of them")
-    exchange = v.get("--cp-comm-type") or "p2p"
-    if cp > 1 and softmax != "vanilla" and exchange != "a2a":
-        raise SpecError(_FIELD, f"--softmax-type {softmax} with --context-parallel-size {cp}: Transformer Engine "
-                        f"runs it only with --cp-comm-type a2a, not {exchange} (no attention backend is left)",
-                        "use --context-parallel-size 1 (autopar costs CP as the p2p ring)")
-    if cp > 1 and window is not None and window[0] != -1 and exchange in ("p2p", "a2a+p2p"):
-        raise SpecError(_FIELD, f"--window-size with --context-parallel-size {cp} and --cp-comm-type {exchange}: "
-                        "Transformer Engine runs sliding windows with a2a or all_gather CP only",
-                        "use --context-parallel-size 1 (autopar costs CP as the p2p ring)")
-    _check_yarn_args(v)
-
-
-_YARN_FLAGS = ("--yarn-original-max-position-embeddings", "--yarn-beta-fast", "--yarn-beta-slow",
-               "--yarn-correction-range-round-to-int", "--no-yarn-correction-range-round-to-int")
-
-
-def _check_yarn_args(v: dict[str, str | None]) -> None:
-    """YaRN's settings count only with ``--position-embedding-type yarn`` outside latent attention (autopar's:
-    ``_apply_yarn_config_from_args`` ignores them otherwise); a factor >= 1 and beta_fast > beta_slow (autopar's,
-    YaRN's ramp: Peng et al. 2023, arXiv:2309.00071 Sec. 3.2)."""
-    yarn = v.get("--position-embedding-type") == "yarn" and "--multi-latent-attention" not in v
-    given = [f for f in _YARN_FLAGS if f in v]
-    if given and not yarn:
-        raise SpecError(_FIELD, f"{given[0]} without --position-embedding-type yarn (or with latent attention) is "
-                        "ignored by megatron-core (argument_utils.py:384-413)",
-                        "add --position-embedding-type yarn, or drop the YaRN flags")
-    if not yarn:
-        return
-    factor = float_value(v, "--rotary-scaling-factor", _FIELD)
-    if factor is not None and factor < 1:
-        raise SpecError(_FIELD, f"--rotary-scaling-factor {factor:g} is below 1: YaRN extends a context, it does not "
-                        "shrink one", "give the extension factor (GPT-OSS: 32)")
-    fast = float_value(v, "--yarn-beta-fast", _FIELD)
-    slow = float_value(v, "--yarn-beta-slow", _FIELD)
-    fast, slow = 32.0 if fast is None else fast, 1.0 if slow is None else slow  # YarnRotaryEmbedding's defaults
-    if not fast > slow > 0:
-        raise SpecError(_FIELD, f"--yarn-beta-fast {fast:g} is not above --yarn-beta-slow {slow:g} > 0",
-                        "give beta_fast > beta_slow > 0 (GPT-OSS: 32 and 1)")
-    if (int_value(v, "--yarn-original-max-position-embeddings", 1) or 0) <= 0:
-        raise SpecError(_FIELD, "--yarn-original-max-position-embeddings must be a positive integer",
-                        "give the context the RoPE frequencies were made for (GPT-OSS: 4096)")
-    if "--yarn-correction-range-round-to-int" in v and "--no-yarn-correction-range-round-to-int" in v:
-        raise SpecError(_FIELD, "both --yarn-correction-range-round-to-int and its --no- form",
-                        "keep one of them")
 
 
 _BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "quantile_balancing", "none")
@@ -448,53 +306,9 @@ def _mixed_layers(v: dict[str, str | None], layers: int | None) -> bool:
 
 
 def _moe_layer_pattern(v: dict[str, str | None], layers: int | None) -> int | list[int]:
-    """``--moe-layer-freq`` as ``moe_freq_type`` reads it (:func:`_layer_pattern`; 0 dense, 1 MoE:
-    ``gpt_layer_specs.py``)."""
-    return _layer_pattern(v, "--moe-layer-freq", layers)
-
-
-def _layer_pattern(v: dict[str, str | None], flag: str, layers: int | None) -> int | list[int]:
-    """``flag`` (``--moe-layer-freq``, ``--window-attn-skip-freq``) as ``moe_freq_type`` reads it: a positive
-    integer, or a list expression of digits, ``[]``, ``()``, ``+``, ``*`` and commas, evaluated here without
-    ``eval``; the list has one 0 or 1 per layer."""
-    text = v.get(flag) or "1"
-    if "[" not in text:
-        freq = int_value(v, flag, 1) or 0
-        if freq <= 0:
-            raise SpecError(_FIELD, f"{flag} {text!r} is not a positive integer", "give 1 or a list")
-        return freq
-    try:
-        if re.search(r"[^,\d\[\]()+*]", text):
-            raise ValueError("characters other than digits, [], (), +, * and commas")
-        pattern = _list_expression(ast.parse(text, mode="eval").body)
-    except (SyntaxError, ValueError) as exc:
-        raise SpecError(_FIELD, f"{flag} {text!r} is not a list expression: {exc}",
-                        "write it as e.g. ([0]*3+[1]*58)") from None
-    if not isinstance(pattern, list) or any(x not in (0, 1) for x in pattern):
-        raise SpecError(_FIELD, f"{flag} {text!r} is not a list of 0 and 1", "give 0 or 1 per layer")
-    if layers is not None and len(pattern) != layers:
-        raise SpecError(_FIELD, f"{flag} has {len(pattern)} entries, --num-layers is {layers}",
-                        "give one entry per layer")
-    return pattern
-
-
-def _list_expression(node: ast.expr) -> int | list[int]:
-    """Integers, lists of integers, ``+`` and ``*`` of them (at most 100,000 entries)."""
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.List):
-        items = [_list_expression(e) for e in node.elts]
-        if all(isinstance(i, int) for i in items):
-            return [i for i in items if isinstance(i, int)]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
-        left, right = _list_expression(node.left), _list_expression(node.right)
-        if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
-            return left + right
-        if isinstance(node.op, ast.Mult) and isinstance(left, list) and isinstance(right, int):
-            if len(left) * right > 100_000:
-                raise ValueError("more than 100,000 entries")
-            return left * right
-    raise ValueError("only lists of integers joined by + and repeated by * are read")
+    """``--moe-layer-freq`` as ``moe_freq_type`` reads it (``_megatron_args.layer_pattern``; 0 dense,
+    1 MoE: ``gpt_layer_specs.py``)."""
+    return layer_pattern(v, "--moe-layer-freq", layers)
 
 
 def _check_latent_attention(v: dict[str, str | None]) -> None:
@@ -518,12 +332,6 @@ def _check_latent_attention(v: dict[str, str | None]) -> None:
     if (int_value(v, "--mtp-num-layers", 0) or 0) and position not in ("learned_absolute", "rope", "mrope", "none"):
         raise SpecError(_FIELD, f"Multi-Token Prediction (MTP) is not supported with {position!r} position "
                         "embedding type", "use rope or learned_absolute position embeddings")
-
-
-def float_value(values: dict[str, str | None], flag: str, field: str) -> float | None:
-    """``flag``'s number, None when absent or a placeholder; SpecError on ``field`` when not a number."""
-    number = _flag_number(values, flag, field, float, "a number")
-    return None if number is None else float(number)
 
 
 def check_recipe_args(v: dict[str, str | None], field: str) -> None:

@@ -41,7 +41,8 @@ from ._base import EntryPoint, LaunchFiles, LaunchRequest
 from ._deepspeed import emit_deepspeed
 from ._launchers import with_torchrun
 from ._megatron import ShapeSpelling, check_request, shape_args
-from ._megatron_checks import arg_values, check_known_flags, check_recipe_args, int_value
+from ._megatron_args import arg_values, check_known_flags, int_value
+from ._megatron_checks import check_recipe_args
 from ._megatron_flags import read_flag_file
 from ._megatron_recipe import MEGATRON_DEEPSPEED_RECIPE, model_settings, recipe_args
 from ._pipeline_split import deepspeed_partition_method
