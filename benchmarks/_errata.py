@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,13 @@ CORRECTABLE_MOE = {"model.moe.capacity_factor": "factor", "model.moe.pad_to_capa
 """Fields of a record's ``model.moe`` a recipe fixes and a table omits: the capacity of a run it marks as
 dropping tokens (Megatron ``--moe-expert-capacity-factor``, ``--moe-pad-expert-input-to-capacity``);
 named by their path, ``completes`` only."""
+CORRECTABLE_MODEL = {"model.glu_clamp": "number", "model.glu_linear_offset": "number", "model.bias": "flag",
+                     "model.softmax_sinks": "flag", "model.rope_yarn": "object"}
+"""Fields of a record's ``model`` its model's own definition fixes and a table omits (GPT-OSS's clamped GLU,
+biases, softmax sinks and YaRN, which the schema has no field for: Megatron-Bridge's GPT-OSS provider);
+named by their path, ``completes`` only. The loader validates the values as it validates a model's."""
 MOE_PREFIX = "model.moe."
+MODEL_PREFIX = "model."
 KINDS = ("contradicts", "completes")
 """``contradicts`` corrects printed layout fields only; ``completes`` fills fields the table left null."""
 
@@ -71,8 +78,19 @@ class Erratum:
 
 
 def _path(field: str) -> str:
-    """Where an erratum's field lives in a record: ``config.<field>``, or its own ``model.moe.`` path."""
-    return field if field.startswith(MOE_PREFIX) else f"config.{field}"
+    """Where an erratum's field lives in a record: ``config.<field>``, or its own ``model.`` path."""
+    return field if field.startswith(MODEL_PREFIX) else f"config.{field}"
+
+
+def _check_model_value(where: str, field: str, kind: str, value: Any) -> None:
+    """A :data:`CORRECTABLE_MODEL` value of the right type (its range is the model's to check)."""
+    if kind == "flag" and not isinstance(value, bool):
+        raise ValueError(f"{where}: corrected {field} is {value!r}; give true or false")
+    if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                             or not math.isfinite(value)):
+        raise ValueError(f"{where}: corrected {field} is {value!r}; give a finite number")
+    if kind == "object" and not isinstance(value, dict):
+        raise ValueError(f"{where}: corrected {field} is {value!r}; give an object")
 
 
 def _erratum(entry: Any, where: str) -> Erratum:
@@ -92,7 +110,8 @@ def _erratum(entry: Any, where: str) -> Erratum:
     kind = entry["kind"]
     if kind not in KINDS:
         raise ValueError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
-    every = CORRECTABLE | set(CORRECTABLE_TEXT) | CORRECTABLE_FLAG | CORRECTABLE_COUNT | set(CORRECTABLE_MOE)
+    every = (CORRECTABLE | set(CORRECTABLE_TEXT) | CORRECTABLE_FLAG | CORRECTABLE_COUNT | set(CORRECTABLE_MOE)
+             | set(CORRECTABLE_MODEL))
     if bad := sorted(set(corrected) - every):
         raise ValueError(f"{where}: {_path(bad[0])} cannot be corrected; an erratum corrects only the layout and "
                          f"the settings a recipe fixes ({', '.join(sorted(every))})")
@@ -110,6 +129,8 @@ def _erratum(entry: Any, where: str) -> Erratum:
             if CORRECTABLE_MOE[field] == "factor" and (isinstance(value, bool) or not isinstance(value, (int, float))
                                                        or not value >= 1):
                 raise ValueError(f"{where}: corrected {field} is {value!r}; give a capacity factor >= 1")
+        elif field in CORRECTABLE_MODEL:
+            _check_model_value(where, field, CORRECTABLE_MODEL[field], value)
         elif field in CORRECTABLE_FLAG:
             if not isinstance(value, bool):
                 raise ValueError(f"{where}: corrected config.{field} is {value!r}; give true or false")
@@ -177,6 +198,8 @@ def correct_records(records: Sequence[Any], name: str,
             for field, value in e.corrected.items():
                 if field.startswith(MOE_PREFIX):
                     fixed["model"]["moe"][field.removeprefix(MOE_PREFIX)] = value
+                elif field.startswith(MODEL_PREFIX):
+                    fixed["model"][field.removeprefix(MODEL_PREFIX)] = copy.deepcopy(value)
                 else:
                     fixed["config"][field] = value
             applied.append(e)
@@ -186,10 +209,13 @@ def correct_records(records: Sequence[Any], name: str,
 
 def _published(rec: dict[str, Any], field: str) -> tuple[str, Any]:
     """(the path an error names, the record's value) of an erratum's field: ``config.<field>``, or
-    ``model.moe.<name>`` for :data:`CORRECTABLE_MOE` (a record without an MoE part has no such field)."""
-    if not field.startswith(MOE_PREFIX):
+    ``model.moe.<name>`` for :data:`CORRECTABLE_MOE` (a record without an MoE part has no such field),
+    ``model.<name>`` for :data:`CORRECTABLE_MODEL`."""
+    if not field.startswith(MODEL_PREFIX):
         return f"config.{field}", rec["config"].get(field)
     model = rec.get("model")
+    if not field.startswith(MOE_PREFIX):
+        return field, model.get(field.removeprefix(MODEL_PREFIX)) if isinstance(model, dict) else "no model object"
     moe = model.get("moe") if isinstance(model, dict) else None
     if not isinstance(moe, dict):
         return field, "no model.moe object"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from search._calibration import Calibration
 from search._model_spec import ModelSpec
+from search._unfused_paths import unfused_rope_total_bytes_per_token
 from search._units import BYTES_16BIT
 
 REPLICATED_ELEMENTWISE_BYTES_PER_TOKEN_PER_H = 22.0
@@ -226,8 +227,11 @@ def attention_core_times(model: ModelSpec, tokens: float, kv_len: float, tp: int
 def attention_elementwise_bytes(model: ModelSpec, tokens: float, tp: int, sp: bool) -> float:
     """Forward HBM bytes of a block's memory-bound kernels outside its MLP: the norms and
     residual adds (:data:`REPLICATED_ELEMENTWISE_BYTES_PER_TOKEN_PER_H`, split by tp with SP) and
-    RoPE's pass over the fused QKV output (read + write, 16-bit)."""
+    RoPE's pass over the fused QKV output (read + write, 16-bit); where Megatron-Core applies RoPE
+    unfused (YaRN), the eager path's extra passes (:func:`search._unfused_paths.unfused_rope_total_bytes_per_token`,
+    a forward and backward total, charged here as its forward share)."""
     rope = 4.0 * (model.q_dim + 2 * model.kv_dim) / tp if model.position_embedding == "rope" else 0.0
+    rope += unfused_rope_total_bytes_per_token(model, tp) / (1.0 + BACKWARD_TO_FORWARD)
     return tokens * (REPLICATED_ELEMENTWISE_BYTES_PER_TOKEN_PER_H * model.hidden / (tp if sp else 1) + rope)
 
 

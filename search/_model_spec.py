@@ -13,7 +13,7 @@ from search._rope_spec import YarnSpec, yarn_from_mapping
 
 Activation = Literal["gelu", "swiglu", "quick-geglu"]
 LAUNCH_ONLY_FIELDS: tuple[str, ...] = ("norm_eps", "rope_theta", "rope_scaling_factor", "rotary_percent",
-                                       "glu_linear_offset", "glu_clamp", "rope_yarn")
+                                       "glu_linear_offset")
 """ModelSpec fields the cost model never reads: the launch files need them, a prediction does not."""
 PositionEmbedding = Literal["learned", "rope", "alibi"]
 Attention = Literal["flash", "standard"]
@@ -52,7 +52,8 @@ class ModelSpec:
     position_embedding: PositionEmbedding = "learned"
     """``learned`` adds s*h parameters; ``rope`` and ``alibi`` add none."""
     bias: bool = True
-    """Linear layers and LayerNorms carry biases (GPT-2/3, BLOOM: yes; Llama, MPT: no)."""
+    """Linear layers and LayerNorms carry biases (GPT-2/3, BLOOM: yes; Llama, MPT: no). The experts' second
+    bias is added per expert outside the GEMM (:func:`search._unfused_paths.expert_bias_total_bytes_per_copy`)."""
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     """Normalisation layer; RMSNorm has no bias."""
     attention: Attention = "flash"
@@ -118,10 +119,12 @@ class ModelSpec:
     glu_clamp: float | None = None
     """Clamp of the GLU's inputs: the gate at most ``glu_clamp``, the linear half within +-``glu_clamp``
     (GPT-OSS ``swiglu_limit`` 7.0; Megatron ``--activation-func-clamp-value``, ``fused_bias_geglu.py``).
-    Quick-GeGLU only; None: no clamp. No effect on the cost."""
+    Quick-GeGLU only; None: no clamp. Megatron-Core clamps eagerly, before its fused kernel: costed per
+    routed copy (:func:`search._unfused_paths.clamp_total_bytes_per_copy`)."""
     rope_yarn: YarnSpec | None = None
     """YaRN scaling of the RoPE frequencies (GPT-OSS: factor 32 over 4,096 tokens; Megatron
-    ``--position-embedding-type yarn``); None: plain RoPE. No effect on the cost."""
+    ``--position-embedding-type yarn``); None: plain RoPE. Its attention factor keeps Megatron-Core off
+    Transformer Engine's fused RoPE: costed as the eager one (:func:`search._unfused_paths.unfused_rope`)."""
     # Derived once in __post_init__ (the cost model reads them on every prediction).
     _kv_dim: int = field(init=False, repr=False, compare=False, default=0)
     _params_per_layer: int = field(init=False, repr=False, compare=False, default=0)

@@ -20,6 +20,7 @@ from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._collectives import all_gather_time_s, all_to_all_time_s, group_link
 from search._compute_time import (
+    BACKWARD_TO_FORWARD,
     Kernels,
     attention_core_times,
     attention_elementwise_bytes,
@@ -34,6 +35,11 @@ from search._memory import layer_activation_bytes, mlp_saved_bytes_per_token
 from search._model_spec import ModelSpec
 from search._moe_dispatch import flex_dispatch_s
 from search._moe_spec import MoESpec
+from search._unfused_paths import (
+    clamp_saved_bytes_per_copy,
+    clamp_total_bytes_per_copy,
+    expert_bias_total_bytes_per_copy,
+)
 from search._units import BYTES_16BIT
 
 DROPLESS_IMBALANCE = 1.14
@@ -115,7 +121,8 @@ def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bo
                     dispatcher: str = "alltoall") -> MoELayerTimes:
     """Forward time of one MoE block (attention as in a dense block, then router, routed and shared
     experts and the token exchange), with a dense block's fixed time (:func:`block_overhead_s`) and
-    one more for the router."""
+    one more for the router. The routed copies' memory-bound work: the permutation, the activation and,
+    where Megatron-Core runs them eagerly, a GLU clamp and the per-expert bias (:mod:`search._unfused_paths`)."""
     moe = _experts(model)
     h = model.hidden
     tokens = micro_batch * model.seq_len / cp  # the attention's GEMM rows on one TP rank
@@ -133,8 +140,11 @@ def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bo
     experts = (grouped_gemm_time_s(local, per_expert, f * (model.mlp_matrices - 1), h, kernels)
                + grouped_gemm_time_s(local, per_expert, h, f, kernels))
     copies = local * per_expert
+    # Megatron-Core's eager clamp and per-expert bias (search._unfused_paths): totals, charged as forward shares.
+    unfused = ((clamp_total_bytes_per_copy(model, f) + expert_bias_total_bytes_per_copy(model))
+               / (1.0 + BACKWARD_TO_FORWARD))
     elementwise = (attention_elementwise_bytes(model, tokens, tp, sp)
-                   + copies * (mlp_activation_bytes_per_token(model, f) + PERMUTE_BYTES_PER_COPY_PER_H * h)
+                   + copies * (mlp_activation_bytes_per_token(model, f) + PERMUTE_BYTES_PER_COPY_PER_H * h + unfused)
                    + sp_tokens * moe.experts * ROUTER_BYTES_PER_TOKEN_PER_EXPERT
                    + (tokens * mlp_activation_bytes_per_token(model, moe.shared_expert_ffn / tp)))
     return MoELayerTimes(attn_gemm + router + shared + experts + block_overhead_s(kernels), attention, attention_bwd,
@@ -222,7 +232,8 @@ def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: 
     linears as in a dense block (:func:`search._memory.layer_activation_bytes`), and the routed
     experts' grouped GEMMs alike, whose first input is the permuted copy and whose second is the
     activation's output (Transformer Engine ``_GroupedLinear.forward`` saves its quantized inputs,
-    column-wise only, for the weight gradient); the activation keeps the first GEMM's 16-bit outputs."""
+    column-wise only, for the weight gradient); the activation keeps the first GEMM's 16-bit outputs,
+    and a GLU clamp one more copy of them (:func:`search._unfused_paths.clamp_saved_bytes_per_copy`)."""
     moe = _experts(model)
     attention = layer_activation_bytes(model, micro_batch, tp, cp, sp, recompute, ffn=moe.shared_expert_ffn,
                                        linear_input_bytes=linear_input_bytes)
@@ -232,6 +243,7 @@ def moe_layer_activation_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: 
     copies = routed_copies_per_gpu(model, micro_batch, tp, cp, etp) * expert_load_factor(model)
     lb = linear_input_bytes
     # Per copy: the permuted input (the first grouped GEMM's), then the MLP's own (the second's input at lb).
-    routed = copies * (lb * h + mlp_saved_bytes_per_token(model, moe.expert_ffn / etp, lb))
+    routed = copies * (lb * h + mlp_saved_bytes_per_token(model, moe.expert_ffn / etp, lb)
+                       + clamp_saved_bytes_per_copy(model, moe.expert_ffn / etp))
     router = tokens_per_gpu(model, micro_batch, tp, cp, sp) * moe.experts * ROUTER_BYTES_PER_TOKEN_PER_EXPERT
     return attention + routed + router

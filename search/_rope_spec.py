@@ -1,8 +1,9 @@
-"""YaRN RoPE scaling (Peng et al. 2023, arXiv:2309.00071), a launch-only part of :class:`ModelSpec`.
+"""YaRN RoPE scaling (Peng et al. 2023, arXiv:2309.00071), part of :class:`ModelSpec`.
 
 YaRN changes the RoPE frequencies (and scales the rotated queries and keys by its attention factor),
-not the shape of any tensor: the cost model never reads it. It is recorded so a launch trains the
-model that was costed (GPT-OSS: factor 32 over 4,096 tokens). The fields are those of Hugging Face's
+not the shape of any tensor. The cost model reads only whether it is set: the attention factor keeps
+Megatron-Core off Transformer Engine's fused RoPE (:mod:`search._unfused_paths`). It is recorded so a
+launch trains the model that was costed (GPT-OSS: factor 32 over 4,096 tokens). The fields are those of Hugging Face's
 ``rope_scaling`` of ``rope_type`` "yarn" (transformers ``modeling_rope_utils._compute_yarn_parameters``)
 and of Megatron-Core's ``YarnRotaryEmbedding`` (megatron-core 0.19.2
 ``core/models/common/embeddings/yarn_rotary_pos_embedding.py:49-74``), which take the same defaults.

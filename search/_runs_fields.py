@@ -63,11 +63,12 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # attention_window {size, pattern}: a window of size tokens (the query included; Megatron --window-size
         # (size - 1, 0)) on all layers but every N-th (window_skip_freq_of); another pattern is refused.
         "attention_window": MODELLED,
-        # softmax_sinks (costed with the window), glu_linear_offset, glu_clamp and rope_yarn (launch-only, recorded so
-        # an exported run relaunches as it ran): beyond the published schema, written by ``autopar runs export``.
+        # softmax_sinks (costed with the window), glu_clamp and rope_yarn (their eager paths costed),
+        # glu_linear_offset (launch-only, recorded so an exported run relaunches as it ran): beyond the published
+        # schema, written by ``autopar runs export`` (and for GPT-OSS's rows by benchmarks/data/errata.json).
         **dict.fromkeys(("softmax_sinks", "glu_linear_offset", "glu_clamp", "rope_yarn"), MODELLED),
-        # activation_detail: GPT-OSS's gated quick_gelu is a GLU of 3 matrices (gate, up, down), costed as
-        # SwiGLU-shaped (the same GEMMs; the clamp and the 1.0 offset are elementwise); any other detail is refused.
+        # activation_detail: GPT-OSS's gated quick_gelu is a GLU of 3 matrices (gate, up, down), read as
+        # quick-geglu (SwiGLU's GEMMs; the clamp, where given, costed); any other detail is refused.
         "activation_detail": CHECKED,
         "params_how": INFORMATIONAL, "shape_source": INFORMATIONAL,
     },
@@ -137,12 +138,14 @@ MOE_FIELDS = ("experts", "topk", "expert_ffn", "shared_experts", "shared_expert_
 """``model.moe`` keys (README_2024_2026.md; ``capacity_factor`` and ``pad_to_capacity`` beyond it, written by
 ``autopar runs export`` and completed by ``benchmarks/data/errata.json``)."""
 
-GLU_DETAILS: frozenset[tuple[str, str]] = frozenset({
+GLU_DETAILS: dict[tuple[str, str], str] = {
     # GPT-OSS (Megatron-Bridge gpt_oss_provider.py: quick_gelu, gated_linear_unit, glu_linear_offset 1.0,
     # activation_func_clamp_value 7.0): gate, up and down matrices like SwiGLU, a different elementwise function.
-    ("gated quick_gelu (GLU, 3 matrices) - counted as swiglu-shaped", "swiglu"),
-})
-"""(``model.activation_detail``, ``model.activation``) pairs the loader accepts: GLUs of 3 matrices costed as SwiGLU."""
+    ("gated quick_gelu (GLU, 3 matrices) - counted as swiglu-shaped", "swiglu"): "quick-geglu",
+}
+"""(``model.activation_detail``, ``model.activation``) pairs the loader accepts, with the activation it reads:
+the schema's ``activation`` names the shape class (a GLU of 3 matrices: swiglu), the detail the function,
+which the model's GLU options (``glu_clamp``, ``glu_linear_offset``) need."""
 
 _SKIP_FREQ_PATTERNS = {"every other layer": 2}
 """``model.attention_window.pattern`` phrases -> Megatron ``window_attn_skip_freq``."""

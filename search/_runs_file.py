@@ -64,6 +64,7 @@ from search._runs_fields import (  # the loader's vocabulary; the public names r
     _POSITION_EMBEDDINGS,
     CATEGORIES,
     CHECKED,
+    GLU_DETAILS,
     INCONSISTENT,
     INFORMATIONAL,
     INVALID,
@@ -212,7 +213,9 @@ def _model(rec: dict[str, Any], pp: int, vp: int, dropout: bool) -> ModelSpec:
         estimate = (float(m["params"]) - vocab * h) / (12 * h * h + 13 * h)
         step = pp * vp
         layers = max(step, round(estimate / step) * step)
-    activation = m.get("activation") or "gelu"
+    # A detailed GLU (GPT-OSS's quick-GeLU one) is read as the function it names (search._runs_fields.GLU_DETAILS).
+    activation = str(m.get("activation") or "gelu")
+    activation = GLU_DETAILS.get((str(m.get("activation_detail")), activation), activation)
     llama_like = activation in ("swiglu", "quick-geglu")
 
     def given(key: str, default: Any) -> Any:

@@ -5,6 +5,7 @@ fidelity.py, and a malformed erratum is a clear error."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import sys
@@ -99,9 +100,13 @@ def test_the_corrected_rows_are_read_with_the_recipes_layout_and_the_rest_as_pri
         got = {"micro_batch": c.micro_batch, "vp": c.vp, "pp": c.pp, "dp": c.dp, "tp": c.tp, "cp": c.cp,
                "moe_dispatcher": c.moe_dispatcher, "moe_a2a_overlap": c.moe_a2a_overlap}
         assert {k: v for k, v in got.items() if k in e.corrected} == {k: v for k, v in e.corrected.items() if k in got}
-        # What was measured, the model, the cluster and the run's identity are untouched.
+        # What was measured, the cluster and the run's identity are untouched; the model only where its own
+        # definition completes it (GPT-OSS's clamp, biases, sinks and YaRN).
+        completes_model = {k.removeprefix("model."): v for k, v in e.corrected.items()
+                           if k.startswith("model.") and not k.startswith("model.moe.")}
+        model = dataclasses.replace(before.model, **completes_model) if completes_model else before.model
         assert (run.iteration_time_s, run.model, run.cluster, run.source) == (
-            before.iteration_time_s, before.model, before.cluster, before.source)
+            before.iteration_time_s, model, before.cluster, before.source)
         assert c.world_size == run.cluster.world_size == before.config.world_size
 
 
@@ -142,6 +147,29 @@ def test_a_capacity_erratum_checks_the_rows_moe_part_and_fills_it() -> None:
         correct_records([dense], e.file, [e])
 
 
+def test_a_model_erratum_checks_the_rows_model_and_completes_it() -> None:
+    """GPT-OSS's rows: the schema has no field for its GLU clamp, biases, sinks or YaRN; its release's model
+    sets them, and the row is read with them (then costed with the unfused paths they take)."""
+    e = next(e for e in load_errata() if "model.glu_clamp" in e.corrected and "moe_dispatcher" not in e.corrected)
+    records = json.loads((DATA / e.file).read_text())
+    row = next(r for r in records if r["id"] == e.id)
+    (out,), _ = correct_records([row], e.file, [e])
+    assert {k: out["model"][k] for k in ("glu_clamp", "glu_linear_offset", "bias", "softmax_sinks")} == {
+        "glu_clamp": 7.0, "glu_linear_offset": 1.0, "bias": True, "softmax_sinks": True}
+    assert out["model"]["rope_yarn"]["factor"] == 32.0 and out["config"] == row["config"]
+    assert "glu_clamp" not in row["model"]  # the input is untouched
+    run = next(r for r in read_corrected(DATA / e.file)[0].runs if r.id == e.id)
+    assert (run.model.activation, run.model.glu_clamp, run.model.bias, run.model.softmax_sinks) == (
+        "quick-geglu", 7.0, True, True)
+    assert run.model.rope_yarn is not None and run.model.rope_yarn.factor == 32.0
+    changed = copy.deepcopy(row)
+    changed["model"]["glu_clamp"] = 10.0  # the source now prints it: the erratum is stale
+    with pytest.raises(ValueError, match=rf"{e.id}: model\.glu_clamp is 10\.0 .*review the erratum"):
+        correct_records([changed], e.file, [e])
+    every = [x for x in load_errata() if "model.glu_clamp" in x.corrected]
+    assert len(every) == 11 and all("gpt-oss" in x.id for x in every)
+
+
 def test_correcting_leaves_the_input_records_untouched() -> None:
     e = load_errata()[0]
     records = json.loads((DATA / e.file).read_text())
@@ -177,6 +205,16 @@ def test_correcting_leaves_the_input_records_untouched() -> None:
      r"a 'contradicts' erratum corrects printed layout fields only, not model\.moe\.capacity_factor"),
     ({"kind": "completes", "corrected": {"model.moe.experts": 8}, "published": {"model.moe.experts": None}},
      r"model\.moe\.experts cannot be corrected"),
+    ({"kind": "completes", "corrected": {"model.hidden": 4096}, "published": {"model.hidden": None}},
+     r"model\.hidden cannot be corrected"),
+    ({"kind": "completes", "corrected": {"model.glu_clamp": "7"}, "published": {"model.glu_clamp": None}},
+     r"corrected model\.glu_clamp is '7'; give a finite number"),
+    ({"kind": "completes", "corrected": {"model.bias": 1}, "published": {"model.bias": None}},
+     r"corrected model\.bias is 1; give true or false"),
+    ({"kind": "completes", "corrected": {"model.rope_yarn": 32}, "published": {"model.rope_yarn": None}},
+     r"corrected model\.rope_yarn is 32; give an object"),
+    ({"corrected": {"model.softmax_sinks": True}, "published": {"model.softmax_sinks": None}},
+     r"a 'contradicts' erratum corrects printed layout fields only, not model\.softmax_sinks"),
 ])
 def test_a_malformed_erratum_names_the_entry_and_the_field(tmp_path: Path, over: dict, message: str) -> None:
     with pytest.raises(ValueError, match=r"errata\[0\]: .*" + message):

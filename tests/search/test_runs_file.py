@@ -127,11 +127,14 @@ QWEN3_H100 = "mbridge-26.02.01-h100-qwen3-30b-a3b-fp8-16g-gbs1024-mbs1-tp1pp2cp1
 GPT_OSS_H100 = "mbridge-25.11-h100-gpt-oss-120b-bf16-64g-gbs512-mbs4-tp1pp4cp1vp1ep8"
 
 
-def test_a_gpt_oss_run_is_read_with_its_window_and_its_glu_as_swiglu() -> None:
+def test_a_gpt_oss_run_is_read_with_its_window_and_its_glu_as_the_function_its_detail_names() -> None:
+    # The schema's activation is the shape class (3 matrices: swiglu); the detail names the quick-GeLU GLU.
     run = run_from_record(_moe_record(GPT_OSS_H100))
     m = run.model
-    assert (m.attention_window, m.window_skip_freq, m.windowed_layers, m.activation) == (128, 2, 18, "swiglu")
+    assert (m.attention_window, m.window_skip_freq, m.windowed_layers, m.activation) == (128, 2, 18, "quick-geglu")
     assert (m.head_dim, m.kv_heads, m.moe and m.moe.topk) == (64, 8, 4)
+    # As printed the row states no clamp, biases or YaRN (benchmarks/data/errata.json completes them).
+    assert (m.glu_clamp, m.rope_yarn, m.bias) == (None, None, False)
 
 
 @pytest.mark.parametrize(("window", "field"), [

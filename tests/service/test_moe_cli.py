@@ -232,4 +232,4 @@ def test_search_ranks_gpt_oss_on_megatron_without_allow_untested_and_its_top_emi
     assert v.get("--context-parallel-size", "1") == "1" and "TE >= 2.8" in err
     code, stdout, err = autopar("predict", "--model", "gpt-oss-120b", "--cluster", "dgx-h100", "--nodes", "8",
                                 "--ep", "32", "--global-batch", "512", "--zero-stage", "1")
-    assert code == 0 and "29 % fast" in stdout + err
+    assert code == 0 and "17 % fast" in stdout + err

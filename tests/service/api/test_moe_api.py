@@ -156,12 +156,16 @@ BAD_GLU: list[tuple[dict[str, Any], str, str]] = [  # (shape, the field named, a
 ]
 
 
-def test_the_glu_and_yarn_fields_predict_like_swiglu_and_bad_values_are_422_naming_the_field(
+def test_the_glu_fields_predict_like_swiglu_yarn_costs_its_eager_rope_and_bad_values_are_422_naming_the_field(
         client: TestClient) -> None:
     swiglu = {**GLU, "activation": "swiglu", "glu_linear_offset": 0.0, "glu_clamp": None, "rope_yarn": None}
-    ours, theirs = (client.post("/v1/predict", json=predict_body(shape, zero_stage=1)) for shape in (GLU, swiglu))
-    assert ours.status_code == theirs.status_code == 200, ours.text
-    assert ours.json()["prediction"] == theirs.json()["prediction"]  # launch-only fields: the cost is SwiGLU's
+    plain_rope = {**GLU, "rope_yarn": None}
+    ours, theirs, yarn = (client.post("/v1/predict", json=predict_body(shape, zero_stage=1))
+                          for shape in (plain_rope, swiglu, GLU))
+    assert ours.status_code == theirs.status_code == yarn.status_code == 200, ours.text
+    assert ours.json()["prediction"] == theirs.json()["prediction"]  # the GLU's function and offset: SwiGLU's cost
+    # YaRN's attention factor keeps Megatron-Core off the fused RoPE (search._unfused_paths): slower, same memory.
+    assert yarn.json()["prediction"]["iteration_time_s"] > ours.json()["prediction"]["iteration_time_s"]
     gpt_oss = next(m for m in client.get("/v1/presets/models").json()["data"] if m["name"] == "gpt-oss-120b")
     assert (gpt_oss["shape"]["activation"], gpt_oss["shape"]["glu_clamp"]) == ("quick-geglu", 7.0)
     assert gpt_oss["shape"]["rope_yarn"] == {"factor": 32.0, "original_max_positions": 4096, "beta_fast": 32.0,

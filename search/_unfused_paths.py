@@ -1,0 +1,94 @@
+"""Memory-bound work of the Megatron-Core code paths a few architectures take unfused (GPT-OSS's).
+
+Three features send Megatron-Core (0.15-0.19, the megatron-core of the Megatron-Bridge releases
+25.11-26.08) down eager PyTorch code instead of a fused kernel; each pass reads and writes HBM:
+
+* YaRN RoPE: Transformer Engine's fused RoPE takes no attention factor (``mscale``), so with one
+  other than 1 Megatron falls back to ``_apply_rotary_pos_emb_bshd`` (megatron-core ``rope_utils.py``
+  ``apply_rotary_pos_emb``: "mscale=... is not supported by TE's fused RoPE. Using unfused
+  implementation"; core_r0.16.0 lines 279-284). YaRN's default factor ``0.1 ln(s) + 1`` (1.35 at
+  GPT-OSS's s = 32; :mod:`search._rope_spec`) is never 1 for s > 1.
+* The GLU clamp (``activation_func_clamp_value``, GPT-OSS's 7): ``weighted_bias_quick_geglu_impl``
+  chunks the first expert GEMM's output, clamps both halves and concatenates them before its fused
+  kernel (megatron-core ``fusions/fused_bias_geglu.py:424-432``, core_r0.15-0.19).
+* Expert biases (``add_bias_linear``): the second expert GEMM skips its bias, which
+  ``TEGroupedMLP._apply_bias`` adds scaled by each copy's router probability, one expert at a time
+  (``torch.split`` per expert, ``t + b * p``, ``torch.cat``; megatron-core ``moe/experts.py``
+  ``_apply_bias``, core_r0.16.0 lines 608-626).
+
+Bytes are counted op by op for 16-bit tensors, forward and backward together (``*_total_bytes``): the
+block's elementwise term, which charges its forward bytes once and ``BACKWARD_TO_FORWARD`` times again
+in backward, adds them divided by ``1 + BACKWARD_TO_FORWARD`` (:mod:`search._compute_time`,
+:mod:`search._moe_terms`).
+Transformer Engine's op fuser (``--use-transformer-engine-op-fuser``, megatron-core 0.18+), which
+fuses the clamp and the bias into its grouped MLP, is not modelled: what autopar launches takes the
+paths above.
+"""
+
+from __future__ import annotations
+
+from search._model_spec import ModelSpec
+from search._units import BYTES_16BIT
+
+FUSED_ROPE_BYTES_PER_ELEMENT = 12.0
+"""What :func:`search._compute_time.attention_elementwise_bytes` charges per rotated element for
+Transformer Engine's fused RoPE: read + write (4) forward, twice that in backward."""
+UNFUSED_ROPE_BYTES_PER_ELEMENT = 44.0
+"""``_apply_rotary_pos_emb_bshd`` per element of q or k: forward 24 (``t * cos`` 4, ``_rotate_half``'s
+negation of one half 2 and ``cat`` 4, ``* sin`` 4, the sum 6, the closing ``cat`` with the empty
+pass-through part 4), backward 20 (the two products' gradients 4 + 4, the negation 2, the chunk's
+gradient ``cat`` 4, the two gradients' sum 6)."""
+CLAMP_BYTES_PER_ELEMENT = 18.0
+"""The GLU clamp per element of the first expert GEMM's output: forward 8 (two clamps of a half each
+4, ``cat`` 4), backward 10 (each clamp's masked gradient reads its input and the gradient and writes
+one: 6; the chunk's gradient ``cat`` 4)."""
+EXPERT_BIAS_BYTES_PER_ELEMENT = 28.0
+"""``_apply_bias`` per element of the experts' output (16-bit probabilities; float32 ones move more):
+forward 12 (``b * p`` writes 2, the sum reads 4 and writes 2, ``cat`` 4), backward 16 (the bias's
+gradient ``(g * p).sum`` 4 + 2, the probability's ``(g * b).sum`` 4 + 2, the split's gradient ``cat`` 4)."""
+SAVES_PER_CLAMPED_ELEMENT = 1
+"""Tensors of the first expert GEMM's output shape the clamp keeps beyond the fused kernel's own input:
+the clamps' backward keeps the unclamped output and the fused GLU the clamped copy (``cat``'s result)."""
+
+
+def unfused_rope(model: ModelSpec) -> bool:
+    """Whether Megatron-Core applies this model's RoPE unfused: YaRN with a factor above 1 (its attention
+    factor is then not 1, which Transformer Engine's fused RoPE refuses)."""
+    return model.position_embedding == "rope" and model.rope_yarn is not None and model.rope_yarn.factor > 1.0
+
+
+def unfused_rope_total_bytes_per_token(model: ModelSpec, tp: int) -> float:
+    """Bytes (forward and backward) per token on one of ``tp`` ranks that the unfused RoPE adds to the
+    fused one's (queries and keys; values are not rotated); 0 where the fused kernel runs."""
+    if not unfused_rope(model):
+        return 0.0
+    return (UNFUSED_ROPE_BYTES_PER_ELEMENT - FUSED_ROPE_BYTES_PER_ELEMENT) * (model.q_dim + model.kv_dim) / tp
+
+
+def clamp_total_bytes_per_copy(model: ModelSpec, expert_ffn: float) -> float:
+    """Bytes (forward and backward) per routed token copy of the unfused GLU clamp on the first expert GEMM's
+    output (``(mlp_matrices - 1) * expert_ffn`` wide); 0 without a clamp."""
+    if model.glu_clamp is None:
+        return 0.0
+    return CLAMP_BYTES_PER_ELEMENT * (model.mlp_matrices - 1) * expert_ffn
+
+
+def expert_bias_total_bytes_per_copy(model: ModelSpec) -> float:
+    """Bytes (forward and backward) per routed token copy of the per-expert bias of the second expert GEMM
+    (``h`` wide); 0 without biases or experts."""
+    if not model.bias or model.moe is None:
+        return 0.0
+    return EXPERT_BIAS_BYTES_PER_ELEMENT * model.hidden
+
+
+def clamp_saved_bytes_per_copy(model: ModelSpec, expert_ffn: float) -> float:
+    """Activation bytes per routed token copy the clamp keeps for backward beyond the unclamped path
+    (:data:`SAVES_PER_CLAMPED_ELEMENT` 16-bit tensors of the first expert GEMM's output); 0 without one."""
+    if model.glu_clamp is None:
+        return 0.0
+    return SAVES_PER_CLAMPED_ELEMENT * BYTES_16BIT * (model.mlp_matrices - 1) * expert_ffn
+
+
+__all__ = ["CLAMP_BYTES_PER_ELEMENT", "EXPERT_BIAS_BYTES_PER_ELEMENT", "FUSED_ROPE_BYTES_PER_ELEMENT",
+           "UNFUSED_ROPE_BYTES_PER_ELEMENT", "clamp_saved_bytes_per_copy", "clamp_total_bytes_per_copy",
+           "expert_bias_total_bytes_per_copy", "unfused_rope", "unfused_rope_total_bytes_per_token"]
