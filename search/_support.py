@@ -457,6 +457,19 @@ MODEL_SUPPORT: tuple[SupportEntry, ...] = (
         "0.3.0's llama3 model (SwiGLU FeedForward, Llama 3 RoPE scaling only)",
         lambda m: m.activation == "quick-geglu" or m.rope_yarn is not None,
     ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
+    SupportEntry(
+        "megatron", "megatron-dense-quick-geglu", "refused", "ModelSpec.activation",
+        "a quick-GeLU GLU in a dense MLP (a dense model, dense-first layers or shared experts): Megatron-Core fuses "
+        "it only in the experts; --quick-geglu takes --bias-gelu-fusion as bias_activation_fusion, so with biases "
+        "the dense MLP's forward raises 'Only support fusion of gelu and swiglu', and without them it runs an "
+        "eager GLU autopar does not cost",
+        "train the dense layers with activation='swiglu', or use a mixture of experts with no dense layer and no "
+        "shared expert (GPT-OSS's shape)",
+        "megatron-core 0.19 (Megatron-LM cd4afffa, Megatron-Bridge v0.6.0's) transformer/mlp.py:276-318 "
+        "(MLP.forward) and training/argument_utils.py:314-326; transformer/moe/shared_experts.py builds on MLP",
+        lambda m: m.activation == "quick-geglu" and (
+            m.moe is None or m.moe.first_dense_layers > 0 or m.moe.shared_expert_ffn > 0),
+    ),
 )
 """Model features per runtime: refused ones make every configuration invalid for that runtime."""
 

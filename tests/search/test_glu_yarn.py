@@ -79,10 +79,29 @@ def test_a_quick_geglu_model_costs_what_the_same_swiglu_model_costs() -> None:
     assert {k: v for k, v in ours.items() if k != "warnings"} == {k: v for k, v in theirs.items() if k != "warnings"}
     dense = dataclasses.replace(LLAMA, activation="quick-geglu", glu_linear_offset=1.0)
     assert dense.params == LLAMA.params
-    one = search.cluster_preset("dgx-h100", 1)
-    small = ParallelConfig(dp=8, micro_batch=1, zero_stage=1)
-    assert (search.predict(dense, one, small, TrainingSpec(64)).iteration_time_s
-            == search.predict(LLAMA, one, small, TrainingSpec(64)).iteration_time_s)
+
+
+@pytest.mark.parametrize("model", [
+    dataclasses.replace(LLAMA, activation="quick-geglu"),  # a dense model
+    dataclasses.replace(model_preset("qwen3-235b-a22b"), activation="quick-geglu"),  # no dense layer: runs
+    dataclasses.replace(model_preset("deepseek-v3"), activation="quick-geglu"),  # dense-first layers, shared expert
+])
+def test_megatron_runs_a_quick_geglu_only_in_the_experts(model: ModelSpec) -> None:
+    # megatron-core 0.19 mlp.py:276-318: --quick-geglu's bias_activation_fusion (from --bias-gelu-fusion) has no
+    # dense kernel ("Only support fusion of gelu and swiglu"); the experts' weighted_bias_quick_geglu_impl has one.
+    dense = model.moe is None or model.moe.first_dense_layers > 0 or model.moe.shared_expert_ffn > 0
+    cluster = search.cluster_preset("dgx-h100", 8)
+    config = ParallelConfig(dp=64, micro_batch=1, zero_stage=1, ep=8 if model.moe else 1)
+    if not dense:
+        assert search.predict(model, cluster, config, TrainingSpec(512)).iteration_time_s > 0  # not refused
+        return
+    with pytest.raises(SpecError) as err:
+        search.predict(model, cluster, config, TrainingSpec(512))
+    assert err.value.field == "ModelSpec.activation" and "Only support fusion of gelu and swiglu" in str(err.value)
+    assert err.value.fix
+    for runtime in ("deepspeed", "fsdp"):  # refused there for the GLU itself
+        with pytest.raises(SpecError):
+            search.predict(model, cluster, config, TrainingSpec(512, framework=runtime))  # type: ignore[arg-type]
 
 
 def test_yarn_reads_from_a_json_object_and_keeps_its_defaults() -> None:

@@ -137,8 +137,9 @@ def test_bad_moe_input_is_422_naming_the_field(client: TestClient, auth: dict[st
     assert client.get("/v1/searches").json()["count"] == 0
 
 
-GLU: dict[str, Any] = {  # a small GPT-OSS-style block: the clamped quick-GeLU GLU and YaRN RoPE, no experts
-    **SHAPE, "name": "tiny-glu", "moe": None, "activation": "quick-geglu", "glu_linear_offset": 1.0, "glu_clamp": 7.0,
+GLU: dict[str, Any] = {  # a small GPT-OSS-style model: the clamped quick-GeLU GLU and YaRN RoPE, experts only
+    **SHAPE, "name": "tiny-glu", "moe": {**MOE, "shared_experts": 0, "shared_expert_ffn": 0, "first_dense_layers": 0},
+    "activation": "quick-geglu", "glu_linear_offset": 1.0, "glu_clamp": 7.0,
     "rope_yarn": {"factor": 32.0, "original_max_positions": 512, "beta_fast": 32.0, "beta_slow": 1.0,
                   "correction_range_round_to_int": False}}
 YARN = GLU["rope_yarn"]
@@ -159,13 +160,18 @@ BAD_GLU: list[tuple[dict[str, Any], str, str]] = [  # (shape, the field named, a
 def test_the_glu_fields_predict_like_swiglu_yarn_costs_its_eager_rope_and_bad_values_are_422_naming_the_field(
         client: TestClient) -> None:
     swiglu = {**GLU, "activation": "swiglu", "glu_linear_offset": 0.0, "glu_clamp": None, "rope_yarn": None}
-    plain_rope = {**GLU, "rope_yarn": None}
-    ours, theirs, yarn = (client.post("/v1/predict", json=predict_body(shape, zero_stage=1))
-                          for shape in (plain_rope, swiglu, GLU))
-    assert ours.status_code == theirs.status_code == yarn.status_code == 200, ours.text
+    plain = {**GLU, "rope_yarn": None, "glu_clamp": None}
+    ours, theirs, eager = (client.post("/v1/predict", json=predict_body(shape, zero_stage=1))
+                           for shape in (plain, swiglu, GLU))
+    assert ours.status_code == theirs.status_code == eager.status_code == 200, ours.text
     assert ours.json()["prediction"] == theirs.json()["prediction"]  # the GLU's function and offset: SwiGLU's cost
-    # YaRN's attention factor keeps Megatron-Core off the fused RoPE (search._unfused_paths): slower, same memory.
-    assert yarn.json()["prediction"]["iteration_time_s"] > ours.json()["prediction"]["iteration_time_s"]
+    # YaRN's attention factor keeps Megatron-Core off the fused RoPE, and the clamp runs eagerly
+    # (search._unfused_paths): slower.
+    assert eager.json()["prediction"]["iteration_time_s"] > ours.json()["prediction"]["iteration_time_s"]
+    # A dense quick-GeGLU MLP has no fused kernel in Megatron-Core (mlp.py:318): refused, naming the field.
+    dense = client.post("/v1/predict", json=predict_body({**GLU, "moe": None}, zero_stage=1))
+    assert (dense.status_code, fields(dense)) == (422, ["model.shape.activation"]), dense.text
+    assert "Only support fusion of gelu and swiglu" in dense.text
     gpt_oss = next(m for m in client.get("/v1/presets/models").json()["data"] if m["name"] == "gpt-oss-120b")
     assert (gpt_oss["shape"]["activation"], gpt_oss["shape"]["glu_clamp"]) == ("quick-geglu", 7.0)
     assert gpt_oss["shape"]["rope_yarn"] == {"factor": 32.0, "original_max_positions": 4096, "beta_fast": 32.0,

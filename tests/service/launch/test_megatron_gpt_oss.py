@@ -86,15 +86,18 @@ def test_gpt_oss_is_supported_on_megatron_core_with_its_known_limit_said() -> No
     assert not any("29 %" in r for r in why_no_valid(GPT_OSS, 64, 7, "megatron"))  # a known limit is no reason
 
 
-def test_a_dense_model_with_the_glu_and_yarn_emits_them_alone() -> None:
-    llama = dataclasses.replace(search.model_preset("llama3-8b"), activation="quick-geglu", glu_clamp=7.0,
+def test_a_dense_model_with_yarn_emits_it_alone_and_a_dense_quick_geglu_is_refused() -> None:
+    llama = dataclasses.replace(search.model_preset("llama3-8b"),
                                 rope_yarn=YarnSpec(factor=4.0, original_max_positions=8192))
-    v = arg_values(_emit(_request(llama, nodes=1, batch=64, config=ParallelConfig(dp=8, micro_batch=1,
-                                                                                  zero_stage=1))))
-    assert "--quick-geglu" in v and v["--activation-func-clamp-value"] == "7.0"
-    assert "--glu-linear-offset" not in v  # 0: megatron-core's default
+    config = ParallelConfig(dp=8, micro_batch=1, zero_stage=1)
+    v = arg_values(_emit(_request(llama, nodes=1, batch=64, config=config)))
     assert v["--position-embedding-type"] == "yarn" and "--yarn-correction-range-round-to-int" in v
-    assert not {"--window-size", "--softmax-type", "--swiglu", "--use-rope-scaling"} & v.keys()
+    assert "--swiglu" in v and not {"--window-size", "--softmax-type", "--quick-geglu", "--use-rope-scaling",
+                                     "--activation-func-clamp-value", "--glu-linear-offset"} & v.keys()
+    # megatron-core 0.19 mlp.py:276-318: a dense quick-GeGLU MLP has no fused kernel (the experts' has one).
+    glu = dataclasses.replace(llama, activation="quick-geglu", glu_clamp=7.0)
+    with pytest.raises(SpecError, match="Only support fusion of gelu and swiglu"):
+        _emit(_request(glu, nodes=1, batch=64, config=config))
 
 
 def test_models_without_them_get_none_of_the_new_flags() -> None:
