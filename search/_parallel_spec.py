@@ -339,6 +339,12 @@ def _check_experts(model: ModelSpec, c: ParallelConfig) -> None:
                         "and only HybridEP's static per-rank budget avoids it (megatron-core 0.19 "
                         "token_dispatcher.py HybridEP, transformer_config.py moe_expert_rank_capacity_factor)",
                         "set ep >= 2 with moe_dispatcher='flex-hybridep', or cuda_graphs='none'")
+    if c.cuda_graphs == "full-iteration" and not model.gated_mlp:
+        raise SpecError("ParallelConfig.cuda_graphs", f"a full-iteration CUDA graph of {model.name}, whose experts "
+                        f"are a {model.activation} MLP: the graph's per-rank token budget needs Transformer Engine's "
+                        "op fuser on the experts (--use-transformer-engine-op-fuser), which megatron-core 0.19 runs "
+                        "for a GLU (SwiGLU, quick-GeGLU) only (moe/experts.py _is_fused_impl_supported, asserted in "
+                        "TEGroupedMLP.__init__)", "use cuda_graphs='none' for this model")
     if model.moe.pad_to_capacity and c.moe_dispatcher == "flex-deepep":
         raise SpecError("ParallelConfig.moe_dispatcher", PAD_WITH_DEEPEP, "use moe_dispatcher 'alltoall' or "
                         "'flex-hybridep', or a model that does not pad to capacity (moe.pad_to_capacity false)")

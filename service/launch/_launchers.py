@@ -63,16 +63,25 @@ def framework_env(request: LaunchRequest) -> dict[str, str]:
     ("FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset"), so for Megatron-FSDP (our ZeRO-2/3
     for Megatron) it is set to CUDA's default of 8 explicitly, overriding a cluster-wide 1.
     Megatron-DeepSpeed raises without it when sequence parallelism is on (tp > 1).
+
+    ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`` where the Megatron launch runs Transformer Engine's op fuser on the
+    experts (``--use-transformer-engine-op-fuser``, which an MoE model's full-iteration CUDA graph needs:
+    :func:`service.launch._megatron._graphed_expert_args`): megatron-core 0.19.0 ``TEGroupedMLP.__init__``
+    asserts ``_is_fused_impl_supported()``, which is false for a GLU without it (``moe/experts.py:398``), as
+    Megatron-Bridge's 26.08 MoE recipes set it (``perf_recipes/gpt_oss/gb300/gpt_oss.py:251`` @ v0.6.0).
     """
     c, framework = request.config, request.training.framework
+    env: dict[str, str] = {}
     if framework == "megatron":
         if c.zero_stage >= 2:
-            return {"CUDA_DEVICE_MAX_CONNECTIONS": "8"}
-        if c.tp > 1 or c.cp > 1:
-            return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+            env["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
+        elif c.tp > 1 or c.cp > 1:
+            env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+        if request.model.moe is not None and c.cuda_graphs == "full-iteration":
+            env["NVTE_CUTEDSL_FUSED_GROUPED_MLP"] = "1"
     if framework == "megatron-deepspeed" and c.tp > 1:
-        return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
-    return {}
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    return env
 
 
 def _hosts(request: LaunchRequest) -> tuple[str, ...]:

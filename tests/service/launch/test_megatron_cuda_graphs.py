@@ -4,11 +4,14 @@ rules; the rules refuse what Megatron (or the support matrix) refuses; other run
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import search
 from search import ParallelConfig, SpecError, TrainingSpec
 from service.launch import LaunchRequest
+from service.launch._launchers import framework_env
 from service.launch._megatron import RANK_CAPACITY_FACTOR, emit_megatron, megatron_args, megatron_args_and_notes
 from service.launch._megatron_checks import arg_values, check_megatron_args
 from service.launch._megatron_flags import megatron_flags
@@ -66,6 +69,33 @@ def test_an_moe_graphed_config_writes_hybridep_budget_paged_stash_and_op_fuser()
     assert "--moe-expert-capacity-factor" not in v  # still dropless in the cost model's terms
     notes = megatron_args_and_notes(req)[1]
     assert any("PagedStashRunner" in n and "dropless" in n for n in notes)
+    # megatron-core 0.19.0 asserts _is_fused_impl_supported() with the op fuser, false for a GLU without the
+    # variable (moe/experts.py:398): every launcher carries it to the ranks, beside what else the run needs.
+    assert any("NVTE_CUTEDSL_FUSED_GROUPED_MLP=1" in n and "2.14" in n for n in notes)
+    assert framework_env(req) == {"NVTE_CUTEDSL_FUSED_GROUPED_MLP": "1"}
+    tp = _request(QWEN3_30B, dataclasses.replace(config, tp=2, dp=4, sp=True), precision="fp8")
+    assert framework_env(tp) == {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NVTE_CUTEDSL_FUSED_GROUPED_MLP": "1"}
+    for target in ("torchrun", "slurm"):
+        launch = emit_target(req, target)
+        assert launch.env["NVTE_CUTEDSL_FUSED_GROUPED_MLP"] == "1"
+        assert any("export NVTE_CUTEDSL_FUSED_GROUPED_MLP=1" in text for text in launch.files.values()), target
+    # Ungraphed, or a dense graph: no op fuser, no variable.
+    assert "NVTE_CUTEDSL_FUSED_GROUPED_MLP" not in framework_env(_request(QWEN3_30B, dataclasses.replace(
+        config, cuda_graphs="none"), precision="fp8"))
+    assert "NVTE_CUTEDSL_FUSED_GROUPED_MLP" not in framework_env(_request(LLAMA3_8B, ParallelConfig(
+        dp=16, zero_stage=1, cuda_graphs="full-iteration")))
+
+
+def test_a_graphed_moe_whose_experts_are_no_glu_is_refused() -> None:
+    """The op fuser the graph's per-rank budget needs runs GLU experts only (megatron-core 0.19
+    _is_fused_impl_supported): a GeLU mixture of experts cannot be graphed."""
+    gelu = dataclasses.replace(QWEN3_30B, activation="gelu")
+    config = ParallelConfig(dp=16, ep=8, micro_batch=1, zero_stage=1, moe_dispatcher="flex-hybridep",
+                            cuda_graphs="full-iteration")
+    with pytest.raises(SpecError) as err:
+        search.check_compatible(gelu, 16, config, TrainingSpec(256))
+    assert err.value.field == "ParallelConfig.cuda_graphs" and "GLU" in err.value.problem
+    search.check_compatible(gelu, 16, dataclasses.replace(config, cuda_graphs="none"), TrainingSpec(256))
 
 
 @pytest.mark.parametrize(("config", "field"), [
