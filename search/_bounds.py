@@ -86,7 +86,7 @@ class ThroughputBounds:
              graphs) = key
             counts, moe_counts, shares, overhead_s = self._layout(framework, pp, chunks, layers, recompute, rl, ep,
                                                                   exchange, graphs)
-            layer = self.layer(framework, tp, cp, sp, micro_batch, recompute, overlap, ep, etp, exchange)
+            layer = self.layer(framework, tp, cp, sp, micro_batch, recompute, overlap, ep, etp, exchange, graphs)
             terms = self._terms[key] = slowest_and_others_s(stage_micro_batch_s(layer, counts, overhead_s,
                                                                                 moe_counts, shares))
         return terms
@@ -106,7 +106,7 @@ class ThroughputBounds:
             members, times = by_layout.setdefault((framework, pp, chunks, layers, recompute, rl, ep, exchange, graphs),
                                                   ([], []))
             members.append(i)
-            shape = (framework, tp, cp, sp, micro_batch, recompute, overlap, ep, etp, exchange)
+            shape = (framework, tp, cp, sp, micro_batch, recompute, overlap, ep, etp, exchange, graphs)
             times.append(self._times.get(shape) or self._layer_times(shape))
         for (framework, pp, chunks, layers, recompute, rl, ep, exchange, graphs), (members, times) in by_layout.items():
             layout = self._layout(framework, pp, chunks, layers, recompute, rl, ep, exchange, graphs)
@@ -124,21 +124,25 @@ class ThroughputBounds:
         return times
 
     def layer(self, framework: Framework, tp: int, cp: int, sp: bool, micro_batch: int, recompute: Recompute,
-              tp_comm_overlap: bool, ep: int, etp: int, moe_exchange: MoEExchange) -> MicroBatchTerms:
-        """:func:`search._predict.micro_batch_terms` of one layer shape, cached here."""
-        shape = (framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange)
+              tp_comm_overlap: bool, ep: int, etp: int, moe_exchange: MoEExchange,
+              cuda_graphs: CudaGraphs = "none") -> MicroBatchTerms:
+        """:func:`search._predict.micro_batch_terms` of one layer shape, cached here (the CUDA graph is part of
+        an MoE layer's shape: an MoE model's full-iteration graph runs Transformer Engine's op fuser on the
+        experts, :func:`search._unfused_paths.expert_path`)."""
+        shape = (framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange, cuda_graphs)
         layer = self._layers.get(shape)
         if layer is None:  # the runtime's precision and kernels: its TrainingSpec (the batch plays no part)
             one = ParallelConfig.trusted(1, tp, 1, 1, cp, sp, micro_batch, 0, "none", "none", recompute,
                                          tp_comm_overlap=tp_comm_overlap, ep=ep, etp=etp,
-                                         moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1])
+                                         moe_dispatcher=moe_exchange[0], moe_a2a_overlap=moe_exchange[1],
+                                         cuda_graphs=cuda_graphs)
             layer = self._layers[shape] = micro_batch_terms(self.model, self.cluster, one, self.trainings[framework],
                                                             self.cal)
         return layer
 
     def layers(self) -> dict[tuple[Any, ...], MicroBatchTerms]:
         """Every layer shape's terms computed so far, by (framework, tp, cp, sp, micro_batch,
-        recompute, tp_comm_overlap, ep, etp, moe_exchange)."""
+        recompute, tp_comm_overlap, ep, etp, moe_exchange, cuda_graphs)."""
         return self._layers
 
     def _layout(self, framework: Framework, pp: int, chunks: int, stage_layers: tuple[int, ...] | None,

@@ -419,7 +419,7 @@ class Evaluator:
             return True
         b = row.block
         shape = (row.runtime, b.tp, b.cp, b.sp, row.micro_batch, b.recompute, b.tp_comm_overlap, b.ep, b.etp,
-                 b.moe_exchange)
+                 b.moe_exchange, b.cuda_graphs)
         gain = gains.get(shape)
         if gain is None:
             gain = gains[shape] = _recompute_gain(self.bounds.layer(*shape))

@@ -36,6 +36,7 @@ from search._model_spec import ModelSpec
 from search._moe_dispatch import flex_dispatch_s
 from search._moe_spec import MoESpec
 from search._unfused_paths import (
+    ExpertPath,
     clamp_saved_bytes_per_copy,
     clamp_total_bytes_per_copy,
     expert_bias_total_bytes_per_copy,
@@ -118,11 +119,12 @@ class MoELayerTimes:
 
 def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bool, ep: int, etp: int,
                     kernels: Kernels, cluster: ClusterSpec, cal: Calibration,
-                    dispatcher: str = "alltoall") -> MoELayerTimes:
+                    dispatcher: str = "alltoall", path: ExpertPath = "eager") -> MoELayerTimes:
     """Forward time of one MoE block (attention as in a dense block, then router, routed and shared
     experts and the token exchange), with a dense block's fixed time (:func:`block_overhead_s`) and
-    one more for the router. The routed copies' memory-bound work: the permutation, the activation and,
-    where Megatron-Core runs them eagerly, a GLU clamp and the per-expert bias (:mod:`search._unfused_paths`)."""
+    one more for the router. The routed copies' memory-bound work: the permutation, the activation (none
+    where Transformer Engine's fused grouped GEMMs run it in FC1's epilogue: ``path`` ``fused``) and, where
+    Megatron-Core runs them eagerly, a GLU clamp and the per-expert bias (:mod:`search._unfused_paths`)."""
     moe = _experts(model)
     h = model.hidden
     tokens = micro_batch * model.seq_len / cp  # the attention's GEMM rows on one TP rank
@@ -141,10 +143,11 @@ def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bo
                + grouped_gemm_time_s(local, per_expert, h, f, kernels))
     copies = local * per_expert
     # Megatron-Core's eager clamp and per-expert bias (search._unfused_paths): totals, charged as forward shares.
-    unfused = ((clamp_total_bytes_per_copy(model, f) + expert_bias_total_bytes_per_copy(model))
+    unfused = ((clamp_total_bytes_per_copy(model, f, path) + expert_bias_total_bytes_per_copy(model, path))
                / (1.0 + BACKWARD_TO_FORWARD))
+    activation = 0.0 if path == "fused" else mlp_activation_bytes_per_token(model, f)
     elementwise = (attention_elementwise_bytes(model, tokens, tp, sp)
-                   + copies * (mlp_activation_bytes_per_token(model, f) + PERMUTE_BYTES_PER_COPY_PER_H * h + unfused)
+                   + copies * (activation + PERMUTE_BYTES_PER_COPY_PER_H * h + unfused)
                    + sp_tokens * moe.experts * ROUTER_BYTES_PER_TOKEN_PER_EXPERT
                    + (tokens * mlp_activation_bytes_per_token(model, moe.shared_expert_ffn / tp)))
     return MoELayerTimes(attn_gemm + router + shared + experts + block_overhead_s(kernels), attention, attention_bwd,

@@ -64,6 +64,7 @@ from search._stages import (
 )
 from search._support import megatron_fsdp, model_support_warnings, support_warnings
 from search._tiling import tiling_launch_s
+from search._unfused_paths import ExpertPath, expert_path
 
 FUSED_ATTENTION_RUNTIMES = ("megatron",)
 """Runtimes whose attention is Transformer Engine's fused kernel (cuDNN; FlashAttention-3-class on
@@ -177,7 +178,7 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
                        cp: int, sp: bool, micro_batch: int, recompute: str,
                        tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1,
                        framework: str = "", fabric: Fabric = NON_BLOCKING, moe_dispatcher: str = "alltoall",
-                       moe_a2a_overlap: bool = False) -> MicroBatchTerms:
+                       moe_a2a_overlap: bool = False, cuda_graphs: str = "none") -> MicroBatchTerms:
     """Compute, TP/CP communication and recomputation of one layer, and LM-head time, per micro-batch.
 
     They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute), not on
@@ -189,7 +190,7 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     if model.moe is None:
         return dense
     mt = _moe_times(model, gpu, node, fabric, precision, cal, tp, cp, sp, micro_batch, ep, etp, framework,
-                    moe_dispatcher)
+                    moe_dispatcher, expert_path(model, gpu, precision, cuda_graphs, framework))
     as_layer = LayerTimes(mt.gemm_s, mt.attention_s, mt.attention_backward_s, mt.elementwise_s)
     # With SP the routed experts take their tokens from the sequence shards: only the attention (and
     # the shared experts, which run on the gathered sequence) keep their TP all-gather/reduce-scatter.
@@ -245,11 +246,11 @@ def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric,
 def _moe_times(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric, precision: str, cal: Calibration,
                tp: int, cp: int,
                sp: bool, micro_batch: int, ep: int, etp: int, framework: str,
-               dispatcher: str = "alltoall") -> MoELayerTimes:
+               dispatcher: str = "alltoall", path: ExpertPath = "eager") -> MoELayerTimes:
     """One MoE block's forward times (independent of recomputation and TP overlap: cached apart)."""
     kernels, _ = _kernels(gpu, precision, cal, framework)
     cluster = ClusterSpec(gpu=gpu, node=node, fabric=fabric)
-    return moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, cluster, cal, dispatcher)
+    return moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, cluster, cal, dispatcher, path)
 
 
 def stage_micro_batch_s(terms: MicroBatchTerms, counts: tuple[int, ...], overhead_s: float,
@@ -304,7 +305,7 @@ def micro_batch_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelCo
     c = config
     return _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
                               c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework,
-                              cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap)
+                              cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap, c.cuda_graphs)
 
 
 def stage_overhead_s(model: ModelSpec, framework: str, config: ParallelConfig, cal: Calibration) -> float:
@@ -398,7 +399,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
 
     t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.micro_batch,
                            c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework, cluster.fabric,
-                           c.moe_dispatcher, c.moe_a2a_overlap)
+                           c.moe_dispatcher, c.moe_a2a_overlap, c.cuda_graphs)
     lt = t.layer
     overhead_mb_s = stage_overhead_s(model, training.framework, c, cal)
     shares = stage_recompute_shares(model, c)

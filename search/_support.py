@@ -430,8 +430,8 @@ MODEL_SUPPORT: tuple[SupportEntry, ...] = (
         "megatron", "megatron-sliding-window-launch", "supported", "ModelSpec.attention_window",
         "a sliding window (--window-size, --window-attn-skip-freq) or softmax sinks (--softmax-type learnable) "
         "run as Megatron-Bridge's GPT-OSS provider runs them on Megatron-Core, but the published GPT-OSS runs "
-        "are predicted about 17 % fast (15-17 % on GB200/GB300 in BF16; docs/cost-model.md, Known limits): treat "
-        "such a prediction's time as a lower bound",
+        "are predicted about 22 % fast (15-17 % on GB200/GB300 in BF16, 26 % in MXFP8; docs/cost-model.md, "
+        "Known limits): treat such a prediction's time as a lower bound",
         "nothing to change; compare the time with a measured run of the model",
         "Megatron-Bridge src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py @ v0.3.0 (GPTOSSProvider); "
         "benchmarks/data/runs_2024_2026.json, the 11 'GPT-OSS 120B' rows of the Megatron-Bridge performance "

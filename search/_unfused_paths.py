@@ -27,8 +27,14 @@ paths above.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from search._cluster_spec import GPUSpec
 from search._model_spec import ModelSpec
 from search._units import BYTES_16BIT
+
+ExpertPath = Literal["eager", "te-ops", "fused"]
+"""How Megatron-Core runs the routed experts' elementwise work (:func:`expert_path`)."""
 
 FUSED_ROPE_BYTES_PER_ELEMENT = 12.0
 """What :func:`search._compute_time.attention_elementwise_bytes` charges per rotated element for
@@ -51,6 +57,28 @@ SAVES_PER_CLAMPED_ELEMENT = 1
 the clamps' backward keeps the unclamped output and the fused GLU the clamped copy (``cat``'s result)."""
 
 
+def expert_path(model: ModelSpec, gpu: GPUSpec, precision: str, cuda_graphs: str, framework: str) -> ExpertPath:
+    """How Megatron-Core runs the experts of ``model``:
+
+    * ``eager``: ``TEGroupedMLP``'s own forward, whose activation is one fused kernel after the eager clamp,
+      and whose second bias is added per expert in Python (the paths above);
+    * ``te-ops``: Transformer Engine's op fuser (``--use-transformer-engine-op-fuser``), which autopar's
+      Megatron launch of an MoE model's full-iteration CUDA graph runs (the graph's per-rank token budget
+      needs it): the clamped GLU and the probabilities in one TE kernel (``ops/basic/swiglu.py``
+      ``ClampedSwiGLU``: ``tex.clamped_swiglu``), FC2's probability-scaled bias still added per expert
+      (``ops/basic/grouped_linear.py:1272-1277``);
+    * ``fused``: the op fuser on Blackwell (compute capability 10: the GPUs with FP4 tensor cores here) with
+      an MXFP8 or NVFP4 recipe, where TE replaces FC1, the GLU and FC2 with its CuTe DSL grouped GEMMs, the
+      GLU with its clamp and the probabilities in FC1's epilogue and FC2's scaled bias in its own
+      (``ops/fused/grouped_mlp.py`` ``fuse_grouped_mlp_ops``, ``_GroupedMLP_CuTeGEMMBase.is_supported``).
+    """
+    if framework != "megatron" or model.moe is None or cuda_graphs != "full-iteration":
+        return "eager"
+    if gpu.fp4_flop_per_s is not None and precision in ("mxfp8", "nvfp4"):
+        return "fused"
+    return "te-ops"
+
+
 def unfused_rope(model: ModelSpec) -> bool:
     """Whether Megatron-Core applies this model's RoPE unfused: YaRN with a factor above 1 (its attention
     factor is then not 1, which Transformer Engine's fused RoPE refuses)."""
@@ -65,18 +93,20 @@ def unfused_rope_total_bytes_per_token(model: ModelSpec, tp: int) -> float:
     return (UNFUSED_ROPE_BYTES_PER_ELEMENT - FUSED_ROPE_BYTES_PER_ELEMENT) * (model.q_dim + model.kv_dim) / tp
 
 
-def clamp_total_bytes_per_copy(model: ModelSpec, expert_ffn: float) -> float:
+def clamp_total_bytes_per_copy(model: ModelSpec, expert_ffn: float, path: ExpertPath = "eager") -> float:
     """Bytes (forward and backward) per routed token copy of the unfused GLU clamp on the first expert GEMM's
-    output (``(mlp_matrices - 1) * expert_ffn`` wide); 0 without a clamp."""
-    if model.glu_clamp is None:
+    output (``(mlp_matrices - 1) * expert_ffn`` wide); 0 without a clamp, or where Transformer Engine clamps
+    inside its GLU kernel (``path`` other than ``eager``)."""
+    if model.glu_clamp is None or path != "eager":
         return 0.0
     return CLAMP_BYTES_PER_ELEMENT * (model.mlp_matrices - 1) * expert_ffn
 
 
-def expert_bias_total_bytes_per_copy(model: ModelSpec) -> float:
+def expert_bias_total_bytes_per_copy(model: ModelSpec, path: ExpertPath = "eager") -> float:
     """Bytes (forward and backward) per routed token copy of the per-expert bias of the second expert GEMM
-    (``h`` wide); 0 without biases or experts."""
-    if not model.bias or model.moe is None:
+    (``h`` wide); 0 without biases or experts, or where the fused grouped GEMM adds it (``path`` ``fused``;
+    TE's unfused ``GroupedLinear`` op adds it per expert too: charged alike)."""
+    if not model.bias or model.moe is None or path == "fused":
         return 0.0
     return EXPERT_BIAS_BYTES_PER_ELEMENT * model.hidden
 
@@ -90,5 +120,5 @@ def clamp_saved_bytes_per_copy(model: ModelSpec, expert_ffn: float) -> float:
 
 
 __all__ = ["CLAMP_BYTES_PER_ELEMENT", "EXPERT_BIAS_BYTES_PER_ELEMENT", "FUSED_ROPE_BYTES_PER_ELEMENT",
-           "UNFUSED_ROPE_BYTES_PER_ELEMENT", "clamp_saved_bytes_per_copy", "clamp_total_bytes_per_copy",
-           "expert_bias_total_bytes_per_copy", "unfused_rope", "unfused_rope_total_bytes_per_token"]
+           "UNFUSED_ROPE_BYTES_PER_ELEMENT", "ExpertPath", "clamp_saved_bytes_per_copy", "clamp_total_bytes_per_copy",
+           "expert_bias_total_bytes_per_copy", "expert_path", "unfused_rope", "unfused_rope_total_bytes_per_token"]

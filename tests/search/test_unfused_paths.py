@@ -21,6 +21,7 @@ from search._unfused_paths import (
     clamp_saved_bytes_per_copy,
     clamp_total_bytes_per_copy,
     expert_bias_total_bytes_per_copy,
+    expert_path,
     unfused_rope,
     unfused_rope_total_bytes_per_token,
 )
@@ -87,3 +88,67 @@ def test_gpt_oss_predicts_slower_and_heavier_than_without_its_eager_paths() -> N
     assert ours.iteration_time_s > plain.iteration_time_s * 1.1
     assert (predict_memory(GPT_OSS, cluster, config, training).peak_bytes
             > predict_memory(PLAIN, cluster, config, training).peak_bytes)
+
+
+@pytest.mark.parametrize(("gpu", "precision", "graphs", "framework", "path"), [
+    ("gb300-nvl72", "mxfp8", "full-iteration", "megatron", "fused"),  # the 26.06+ recipes: CuTe DSL grouped GEMMs
+    ("gb200-nvl72", "nvfp4", "full-iteration", "megatron", "fused"),
+    ("gb300-nvl72", "bf16", "full-iteration", "megatron", "te-ops"),  # TE fuses only block-scaled recipes
+    ("dgx-h100", "fp8", "full-iteration", "megatron", "te-ops"),  # and only on compute capability 10
+    ("gb300-nvl72", "mxfp8", "none", "megatron", "eager"),  # no graph, no op fuser in autopar's launch
+])
+def test_the_expert_path_follows_the_op_fuser_and_where_te_fuses(gpu: str, precision: str, graphs: str,
+                                                                  framework: str, path: str) -> None:
+    assert expert_path(GPT_OSS, cluster_preset(gpu, 1).gpu, precision, graphs, framework) == path
+    assert expert_path(LLAMA, cluster_preset(gpu, 1).gpu, precision, graphs, framework) == "eager"  # no experts
+
+
+def test_each_path_charges_what_its_kernels_leave_to_hbm() -> None:
+    cluster = cluster_preset("gb300-nvl72", 16)
+    cal = default_calibration()
+    kernels, _ = _kernels(cluster.gpu, "mxfp8", cal, "megatron")
+    times = {p: moe_layer_times(GPT_OSS, 4, 1, 1, False, 16, 1, kernels, cluster, cal, "flex-hybridep", p)
+             for p in ("eager", "te-ops", "fused")}
+    copies = routed_copies_per_gpu(GPT_OSS, 4, 1, 1, 1) * expert_load_factor(GPT_OSS)
+    rate = 3 * kernels.hbm_bytes_per_s  # the forward share of a total
+    # te-ops: the clamp inside TE's GLU kernel; the per-expert bias still added one expert at a time.
+    assert times["eager"].elementwise_s - times["te-ops"].elementwise_s == pytest.approx(
+        copies * clamp_total_bytes_per_copy(GPT_OSS, 2880) / rate)
+    # fused: the GLU (6f forward) and FC2's scaled bias in the grouped GEMMs' epilogues.
+    assert times["te-ops"].elementwise_s - times["fused"].elementwise_s == pytest.approx(
+        copies * (expert_bias_total_bytes_per_copy(GPT_OSS) / 3 + 6 * 2880) / kernels.hbm_bytes_per_s)
+    assert len({t.gemm_s for t in times.values()}) == 1 and len({t.dispatch_s for t in times.values()}) == 1
+
+
+def test_a_graphed_gpt_oss_on_blackwell_in_mxfp8_predicts_faster_than_ungraphed_by_more_than_the_host() -> None:
+    cluster = cluster_preset("gb300-nvl72", 16)
+    training = TrainingSpec(global_batch=1280, precision="mxfp8")
+    base = ParallelConfig(dp=64, ep=16, micro_batch=4, zero_stage=1, moe_dispatcher="flex-hybridep")
+    graphed = dataclasses.replace(base, cuda_graphs="full-iteration")
+    plain, fused = (predict(GPT_OSS, cluster, c, training) for c in (base, graphed))
+    assert fused.time_breakdown_s.host_overhead_s == 0.0 < plain.time_breakdown_s.host_overhead_s
+    assert fused.time_breakdown_s.compute_s < plain.time_breakdown_s.compute_s  # the experts' fused epilogues
+    assert fused.iteration_time_s < plain.iteration_time_s - plain.time_breakdown_s.host_overhead_s
+
+
+def test_a_graphed_moe_search_on_blackwell_stays_exact_with_the_fused_experts() -> None:
+    """The fused grouped MLP makes an MoE layer's time depend on the CUDA graph: the bounds key the layer by
+    it, so the branch and bound's answer is still the brute force's over the same space."""
+    from search import enumerate_space, search
+
+    qwen, cluster = model_preset("qwen3-30b-a3b"), cluster_preset("gb200-nvl72", 2)
+    training = TrainingSpec(global_batch=256, precision="mxfp8")
+    result = search(qwen, cluster, 256, framework="megatron", precision="mxfp8", top_k=3,
+                    moe_dispatcher="flex-hybridep", cuda_graphs="full-iteration")
+    assert result.exhaustive
+    space = enumerate_space(qwen, 8, 256, "megatron", moe_exchange=("flex-hybridep", False),
+                            cuda_graphs="full-iteration")
+    graphed = [cand.config for cand in space.candidates if cand.config.cuda_graphs == "full-iteration"]
+    assert graphed
+    best = max(p.tokens_per_s for p in (predict(qwen, cluster, c, training) for c in
+                                        (cand.config for cand in space.candidates)) if p.feasible)
+    # The ranking puts the simpler of equivalent answers first: the fastest is somewhere in the top, at least as
+    # fast as every enumerated configuration (a derived fine-grained policy may beat them all).
+    fastest = max(r.prediction.tokens_per_s for r in result.top)
+    assert fastest >= best * (1 - 1e-12)
+    assert any(r.config.cuda_graphs == "full-iteration" and r.config.ep > 1 for r in result.top)

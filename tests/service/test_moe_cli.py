@@ -233,4 +233,4 @@ def test_search_ranks_gpt_oss_on_megatron_without_allow_untested_and_its_top_emi
     # pp 2: on one stage its activations (the clamp's second copy of the experts' FC1 output included) need 86 GiB.
     code, stdout, err = autopar("predict", "--model", "gpt-oss-120b", "--cluster", "dgx-h100", "--nodes", "8",
                                 "--ep", "32", "--pp", "2", "--global-batch", "512", "--zero-stage", "1")
-    assert code == 0 and "17 % fast" in stdout + err
+    assert code == 0 and "22 % fast" in stdout + err
