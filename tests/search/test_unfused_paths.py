@@ -152,3 +152,13 @@ def test_a_graphed_moe_search_on_blackwell_stays_exact_with_the_fused_experts() 
     fastest = max(r.prediction.tokens_per_s for r in result.top)
     assert fastest >= best * (1 - 1e-12)
     assert any(r.config.cuda_graphs == "full-iteration" and r.config.ep > 1 for r in result.top)
+
+
+def test_a_graphed_search_of_non_glu_experts_is_refused_naming_the_field() -> None:
+    from search import SpecError, search
+
+    gelu = dataclasses.replace(model_preset("qwen3-30b-a3b"), activation="gelu")
+    with pytest.raises(SpecError) as err:
+        search(gelu, cluster_preset("gb200-nvl72", 2), 256, framework="megatron", precision="mxfp8", top_k=3,
+               moe_dispatcher="flex-hybridep", cuda_graphs="full-iteration")
+    assert err.value.field == "ParallelConfig.cuda_graphs" and "cuda_graphs='none'" in err.value.fix
