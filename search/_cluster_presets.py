@@ -40,6 +40,13 @@ BLACKWELL_FUSED_ATTENTION = 0.62
 """Blackwell's (FlashAttention-4 / cuDNN), forward + backward: Dao-AILab/flash-attention PR #2280, hdim
 128, seq 8192 on B200: 1534.8 TFLOP/s forward in 1.433 ms and 1359.8 backward in 4.043 ms, 1405 of
 2250 dense TFLOP/s together (see the Blackwell comment below)."""
+BLACKWELL_ULTRA_ATTENTION_SPEEDUP = 1.117
+"""Blackwell Ultra's (B300, GB300) fused attention over Blackwell's at the same BF16 peak: the geometric mean,
+over the 45 shapes NVIDIA published for both (forward + backward time), of cuDNN's SDPA time on GB200 over
+GB300 (NVIDIA/cudnn-frontend ``benchmark/sdpa_benchmark_training/results/*/gb200|gb300/*_20260424_*.csv``,
+cuDNN frontend 1.21.1, backend 9.22: DeepSeek-V3 1.128, Kimi K2.6 1.139, Llama 3.1 1.125, LTX-2 1.126,
+Wan 2.2 1.096, GPT-OSS's 64-wide sliding window 1.052; range 1.045-1.213)."""
+BLACKWELL_ULTRA_FUSED_ATTENTION = BLACKWELL_FUSED_ATTENTION * BLACKWELL_ULTRA_ATTENTION_SPEEDUP
 
 GPUS: dict[str, GPUSpec] = {
     "v100-sxm3-32gb": GPUSpec("v100-sxm3-32gb", 32 * GiB, 900e9, 125e12, None, None, 15.7e12, None, 0.78, 0.5),
@@ -91,10 +98,10 @@ GPUS.update({
                            fused_attention_efficiency=BLACKWELL_FUSED_ATTENTION),
     "b300-sxm-270gb": GPUSpec("b300-sxm-270gb", 270 * GiB, 8000e9, 2250e12, 2250e12, 1125e12, 75e12, 4500e12,
                               1769.0 / 2250, 0.34, fp4_flop_per_s=13125e12,
-                              fused_attention_efficiency=BLACKWELL_FUSED_ATTENTION),
+                              fused_attention_efficiency=BLACKWELL_ULTRA_FUSED_ATTENTION),
     "gb300-nvl72": GPUSpec("gb300-nvl72", 279 * GiB, 8000e9, 2500e12, 2500e12, 1250e12, 80e12, 5000e12,
                            1822.0 / 2500, 0.34, fp4_flop_per_s=15000e12,
-                           fused_attention_efficiency=BLACKWELL_FUSED_ATTENTION),
+                           fused_attention_efficiency=BLACKWELL_ULTRA_FUSED_ATTENTION),
     "h100-sxm-hbm2e-96gb": GPUSpec("h100-sxm-hbm2e-96gb", 96 * GiB, 2400e9, 989.4e12, 989.4e12, 494.7e12, 66.9e12,
                                    1978.9e12, 0.803, 0.34, fused_attention_efficiency=HOPPER_FUSED_ATTENTION),
 })
