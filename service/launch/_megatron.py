@@ -260,8 +260,9 @@ def _graphed_expert_args(c: ParallelConfig) -> tuple[list[str], list[str]]:
              "forward-backward without the budget, the stash and the graph (paged_stash.py), a slower step the cost "
              "model does not cost (it costs every step dropless, in the graph)",
              "--use-transformer-engine-op-fuser runs the experts as Transformer Engine ops: megatron-core 0.19 "
-             "asserts Transformer Engine >= 2.14 and, for a GLU, NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (set in the "
-             "environment: moe/experts.py _is_fused_impl_supported); TE fuses FC1, the GLU and FC2 into its CuTe DSL "
+             "asserts Transformer Engine >= 2.14, for a GLU NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (set in the "
+             "environment) and, with expert biases, a TE GroupedLinear op that takes scale_bias (moe/experts.py "
+             "_is_fused_impl_supported); TE fuses FC1, the GLU and FC2 into its CuTe DSL "
              "grouped-GEMM kernels only on Blackwell (compute capability 10) with an MXFP8 or NVFP4 recipe and "
              "cuDNN frontend >= 1.23 (transformer_engine/pytorch/ops/fused/grouped_mlp.py), and runs the ops one "
              "by one elsewhere"]
