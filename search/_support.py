@@ -27,41 +27,21 @@ configuration that states them is checked with :func:`support_status` too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 from search._errors import SpecError
+from search._model_support import (  # re-exported: the enumerator and the checks read both halves here
+    MODEL_SUPPORT,
+    check_model_supported,
+    model_entries_for,
+    model_status,
+    model_support_warnings,
+)
+from search._support_entry import SUPPORT_STATUSES, SupportEntry, SupportStatus, refuse, status_of, warnings_of
 
 if TYPE_CHECKING:
-    from search._model_spec import ModelSpec
     from search._parallel_spec import ParallelConfig
-
-SupportStatus = Literal["supported", "untested", "refused"]
-SUPPORT_STATUSES: tuple[SupportStatus, ...] = ("supported", "untested", "refused")
-
-
-@dataclass(frozen=True, slots=True)
-class SupportEntry:
-    """One combination a runtime refuses or has never been shown to run."""
-
-    runtime: str
-    """``megatron``, ``deepspeed``, ``megatron-deepspeed`` or ``fsdp``."""
-    name: str
-    """Short identifier, stable across versions (for tests, docs and the API)."""
-    status: SupportStatus
-    field: str
-    """The spec field an error names."""
-    what: str
-    """The combination and why it is refused or unproven."""
-    fix: str
-    """What to change."""
-    citation: str
-    """Where the fact comes from."""
-    applies: Callable[[Any], bool]
-    """Whether it applies: to a ParallelConfig (:data:`SUPPORT_MATRIX`) or a ModelSpec (:data:`MODEL_SUPPORT`)."""
-
 
 def megatron_fsdp(framework: str, zero_stage: int) -> bool:
     """Megatron's ZeRO-2/3 is Megatron-FSDP (``--use-megatron-fsdp``, ``optim_grads`` /
@@ -371,148 +351,6 @@ SUPPORT_MATRIX: tuple[SupportEntry, ...] = (
 """Every combination a runtime refuses or has never been shown to run, with its evidence."""
 
 
-MODEL_SUPPORT: tuple[SupportEntry, ...] = (
-    SupportEntry(
-        "megatron", "megatron-alibi", "refused", "ModelSpec.position_embedding",
-        "ALiBi is not an option of megatron-core 0.19.2's parser (no --position-embedding-type alibi)",
-        "use a model with learned or RoPE position embeddings, or another runtime",
-        "service/launch/megatron_flags.txt (megatron-core 0.19.2 parser, checked against parse_args)",
-        lambda m: m.position_embedding == "alibi",
-    ),
-    SupportEntry(
-        "megatron-deepspeed", "megatron-deepspeed-alibi", "untested", "ModelSpec.position_embedding",
-        "ALiBi is not in the pinned deepspeedai Megatron-DeepSpeed parser; the BigScience fork that trained "
-        "BLOOM has it (--position-embedding-type alibi)",
-        "run the BigScience fork (allow untested combinations to rank it), or a RoPE/learned-position model",
-        "service/launch/megatron_deepspeed_flags.txt (deepspeedai 4efb479); bigscience-workshop/Megatron-DeepSpeed "
-        "tr11-176B-ml.slurm",
-        lambda m: m.position_embedding == "alibi",
-    ),
-    # --- Mixtures of experts and latent attention ------------------------------------------------
-    SupportEntry(
-        "deepspeed", "deepspeed-moe", "refused", "ModelSpec.moe",
-        "autopar does not cost DeepSpeed-MoE (deepspeed.moe.layer.MoE: its own expert groups, capacity "
-        "handling and PR-MoE), and DeepSpeed alone has no MoE model to launch",
-        "use framework='megatron' (Megatron-Core MoE, costed and emitted) for a mixture of experts",
-        "frameworks_2.md sec. 3.5 (DeepSpeed-MoE layer API)",
-        lambda m: m.moe is not None,
-    ),
-    SupportEntry(
-        "megatron-deepspeed", "megatron-deepspeed-moe", "refused", "ModelSpec.moe",
-        "autopar does not cost Megatron-DeepSpeed's DeepSpeed-MoE layers (--num-experts with --ep-world-size "
-        "expert groups, capacity factors, PR-MoE), which differ from Megatron-Core's folding",
-        "use framework='megatron' (Megatron-Core MoE) for a mixture of experts",
-        "frameworks_2.md sec. 3.5; Megatron-DeepSpeed megatron/model/transformer.py (deepspeed.moe.layer.MoE)",
-        lambda m: m.moe is not None,
-    ),
-    SupportEntry(
-        "fsdp", "torchtitan-moe", "refused", "ModelSpec.moe",
-        "autopar emits and costs torchtitan's llama3 model only; its MoE models (expert parallelism over "
-        "FSDP2's mesh) are not costed yet",
-        "use framework='megatron' for a mixture of experts",
-        "service/launch/_torchtitan.py (llama3 model args); frameworks_2.md sec. 3.2 ('Torch FSDP2 rejects EP' "
-        "in Megatron)",
-        lambda m: m.moe is not None,
-    ),
-    *(SupportEntry(
-        runtime, f"{runtime}-mla", "refused", "ModelSpec.mla",
-        f"{runtime} has no multi-head latent attention (Megatron-Core's MultiLatentAttention only)",
-        "use framework='megatron', or a model with grouped-query attention",
-        "megatron-core 0.19 megatron/core/transformer/multi_latent_attention.py; Megatron-DeepSpeed and "
-        "torchtitan's llama3 model have no latent attention",
-        lambda m: m.mla is not None,
-    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
-    # --- Sliding-window attention and softmax sinks (GPT-OSS) ------------------------------------
-    # Megatron-Core costs and launches them (with GPT-OSS's YaRN and clamped quick-GeLU GLU:
-    # service/launch/_megatron_variants.py) as Megatron-Bridge's GPT-OSS provider does for the published runs:
-    # supported, and every prediction says how far off those runs are predicted.
-    SupportEntry(
-        "megatron", "megatron-sliding-window-launch", "supported", "ModelSpec.attention_window",
-        "a sliding window (--window-size, --window-attn-skip-freq) or softmax sinks (--softmax-type learnable) "
-        "run as Megatron-Bridge's GPT-OSS provider runs them on Megatron-Core, but the published GPT-OSS runs "
-        "are predicted about 22 % fast (15-17 % on GB200/GB300 in BF16, 26 % in MXFP8; docs/cost-model.md, "
-        "Known limits): treat such a prediction's time as a lower bound",
-        "nothing to change; compare the time with a measured run of the model",
-        "Megatron-Bridge src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py @ v0.3.0 (GPTOSSProvider); "
-        "benchmarks/data/runs_2024_2026.json, the 11 'GPT-OSS 120B' rows of the Megatron-Bridge performance "
-        "summary (containers 25.11-26.08)",
-        lambda m: m.attention_window is not None or m.softmax_sinks,
-    ),
-    *(SupportEntry(
-        runtime, f"{runtime}-sliding-window", "refused", "ModelSpec.attention_window",
-        f"{runtime}'s emitted model attends over the whole causal prefix and has no softmax sinks: a "
-        "sliding window or sinks would be costed but not run",
-        "use framework='megatron' to cost it, or a model without attention_window and softmax_sinks",
-        "Megatron-DeepSpeed's and DeepSpeed's GPT/Llama attention and torchtitan's llama3 model have no "
-        "window or sink option (flag lists service/launch/*_flags.txt; _torchtitan.py model args)",
-        lambda m: m.attention_window is not None or m.softmax_sinks,
-    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
-    *(SupportEntry(
-        runtime, f"{runtime}-quick-geglu-yarn", "refused", "ModelSpec.activation",
-        f"{runtime}'s emitted model has no quick-GeLU GLU (GPT-OSS's, with its offset and clamp) and no YaRN "
-        "RoPE: the launch would train another model than the one costed",
-        "use framework='megatron' (--quick-geglu, --position-embedding-type yarn), or a SwiGLU/GeLU model "
-        "without rope_yarn",
-        "service/launch/megatron_deepspeed_flags.txt (deepspeedai 4efb479: --swiglu only, no YaRN); torchtitan "
-        "0.3.0's llama3 model (SwiGLU FeedForward, Llama 3 RoPE scaling only)",
-        lambda m: m.activation == "quick-geglu" or m.rope_yarn is not None,
-    ) for runtime in ("deepspeed", "megatron-deepspeed", "fsdp")),
-    SupportEntry(
-        "megatron", "megatron-dense-quick-geglu", "refused", "ModelSpec.activation",
-        "a quick-GeLU GLU in a dense MLP (a dense model, dense-first layers or shared experts): Megatron-Core fuses "
-        "it only in the experts; --quick-geglu takes --bias-gelu-fusion as bias_activation_fusion, so with biases "
-        "the dense MLP's forward raises 'Only support fusion of gelu and swiglu', and without them it runs an "
-        "eager GLU autopar does not cost",
-        "train the dense layers with activation='swiglu', or use a mixture of experts with no dense layer and no "
-        "shared expert (GPT-OSS's shape)",
-        "megatron-core 0.19 (Megatron-LM cd4afffa, Megatron-Bridge v0.6.0's) transformer/mlp.py:276-318 "
-        "(MLP.forward) and training/argument_utils.py:314-326; transformer/moe/shared_experts.py builds on MLP",
-        lambda m: m.activation == "quick-geglu" and (
-            m.moe is None or m.moe.first_dense_layers > 0 or m.moe.shared_expert_ffn > 0),
-    ),
-)
-"""Model features per runtime: refused ones make every configuration invalid for that runtime."""
-
-
-def model_entries_for(runtime: str, model: ModelSpec) -> tuple[SupportEntry, ...]:
-    """The :data:`MODEL_SUPPORT` entries that apply to ``model`` on ``runtime``."""
-    return tuple(e for e in MODEL_SUPPORT if e.runtime == runtime and e.applies(model))
-
-
-def _status_of(entries: tuple[SupportEntry, ...]) -> SupportStatus:
-    statuses = {e.status for e in entries}
-    if "refused" in statuses:
-        return "refused"
-    return "untested" if "untested" in statuses else "supported"
-
-
-def _refuse(entries: tuple[SupportEntry, ...], runtime: str) -> None:
-    for e in entries:
-        if e.status == "refused":
-            raise SpecError(e.field, f"{runtime}: {e.what}", e.fix)
-
-
-def _warnings(entries: tuple[SupportEntry, ...], runtime: str) -> tuple[str, ...]:
-    """An ``untested`` entry's warning; a ``supported`` model entry names a known limit of its cost."""
-    return tuple(f"not shown to run on {runtime}: {e.what} ({e.citation})" if e.status == "untested"
-                 else f"{runtime}: {e.what} ({e.citation})" for e in entries if e.status != "refused")
-
-
-def model_status(runtime: str, model: ModelSpec) -> SupportStatus:
-    """``refused``, ``untested`` or ``supported``: what ``runtime`` makes of ``model``'s features."""
-    return _status_of(model_entries_for(runtime, model))
-
-
-def check_model_supported(model: ModelSpec, runtime: str) -> None:
-    """Raise :class:`SpecError` when ``runtime`` refuses a feature of ``model``."""
-    _refuse(model_entries_for(runtime, model), runtime)
-
-
-def model_support_warnings(runtime: str, model: ModelSpec) -> tuple[str, ...]:
-    """One warning per ``untested`` or ``supported`` (a known limit) model entry that applies."""
-    return _warnings(model_entries_for(runtime, model), runtime)
-
-
 def entries_for(runtime: str, config: ParallelConfig) -> tuple[SupportEntry, ...]:
     """The matrix entries that apply to ``config`` on ``runtime`` (empty: supported)."""
     return tuple(e for e in SUPPORT_MATRIX if e.runtime == runtime and e.applies(config))
@@ -520,17 +358,17 @@ def entries_for(runtime: str, config: ParallelConfig) -> tuple[SupportEntry, ...
 
 def support_status(runtime: str, config: ParallelConfig) -> SupportStatus:
     """``refused`` if any entry refuses, else ``untested`` if any is untested, else ``supported``."""
-    return _status_of(entries_for(runtime, config))
+    return status_of(entries_for(runtime, config))
 
 
 def support_warnings(runtime: str, config: ParallelConfig) -> tuple[str, ...]:
     """One warning per ``untested`` entry that applies (for a prediction's warnings)."""
-    return _warnings(entries_for(runtime, config), runtime)
+    return warnings_of(entries_for(runtime, config), runtime)
 
 
 def check_supported(config: ParallelConfig, runtime: str) -> None:
     """Raise :class:`SpecError` with the first refusing entry's reason and fix."""
-    _refuse(entries_for(runtime, config), runtime)
+    refuse(entries_for(runtime, config), runtime)
 
 
 SupportKey = tuple[str, bool, bool, bool, bool, bool, int, str, str, str, bool, bool, bool, bool]
@@ -557,5 +395,6 @@ def cached_status(key: SupportKey) -> SupportStatus:
     return support_status(runtime, rep)
 
 
-__all__ = ["SUPPORT_MATRIX", "SUPPORT_STATUSES", "SupportEntry", "SupportStatus", "check_supported",
-           "entries_for", "support_status", "support_warnings"]
+__all__ = ["MODEL_SUPPORT", "SUPPORT_MATRIX", "SUPPORT_STATUSES", "SupportEntry", "SupportStatus",
+           "check_model_supported", "check_supported", "entries_for", "model_entries_for", "model_status",
+           "model_support_warnings", "support_status", "support_warnings"]
