@@ -64,7 +64,7 @@ from search._stages import (
 )
 from search._support import megatron_fsdp, model_support_warnings, support_warnings
 from search._tiling import tiling_launch_s
-from search._unfused_paths import ExpertPath, expert_path
+from search._unfused_paths import ExpertPath, expert_path, expert_path_warnings
 
 FUSED_ATTENTION_RUNTIMES = ("megatron",)
 """Runtimes whose attention is Transformer Engine's fused kernel (cuDNN; FlashAttention-3-class on
@@ -507,7 +507,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         reasons=mem.reasons,
         warnings=comm.warnings + support_warnings(training.framework, c)
         + model_support_warnings(training.framework, model)
-        + moe_warnings(model, c.ep, c.moe_dispatcher, c.moe_a2a_overlap, cluster),
+        + moe_warnings(model, c.ep, c.moe_dispatcher, c.moe_a2a_overlap, cluster)
+        + expert_path_warnings(expert_path(model, gpu, training.precision, c.cuda_graphs, training.framework)),
         stage_layers=counts,
         stage_times_s=stage_s,
         stage_peak_memory_bytes=tuple(b.total for b in stage_breakdowns(model, c, training, m, cal).values()),

@@ -79,6 +79,22 @@ def expert_path(model: ModelSpec, gpu: GPUSpec, precision: str, cuda_graphs: str
     return "te-ops"
 
 
+EXPERT_PATH_WARNINGS: dict[str, str] = {
+    "fused": "experts costed as Transformer Engine's fused grouped MLP, which the full-iteration graph's op fuser "
+             "runs on Blackwell with MXFP8/NVFP4: the GLU, its clamp, the router probabilities and FC2's bias in the "
+             "grouped GEMMs' epilogues (ops/fused/grouped_mlp.py); the launch needs Transformer Engine >= 2.14, "
+             "cuDNN frontend >= 1.23 and NVTE_CUTEDSL_FUSED_GROUPED_MLP=1, which autopar's launchers export",
+    "te-ops": "experts costed as Transformer Engine's op fuser runs them off Blackwell block-scaled recipes: its "
+              "ops one by one, the clamp inside the GLU kernel, FC2's bias added per expert",
+}
+"""Said on every prediction whose experts run under the op fuser (:func:`expert_path`)."""
+
+
+def expert_path_warnings(path: ExpertPath) -> tuple[str, ...]:
+    """:data:`EXPERT_PATH_WARNINGS` of ``path``; none for the eager path."""
+    return (EXPERT_PATH_WARNINGS[path],) if path in EXPERT_PATH_WARNINGS else ()
+
+
 def unfused_rope(model: ModelSpec) -> bool:
     """Whether Megatron-Core applies this model's RoPE unfused: YaRN with a factor above 1 (its attention
     factor is then not 1, which Transformer Engine's fused RoPE refuses)."""
@@ -121,4 +137,5 @@ def clamp_saved_bytes_per_copy(model: ModelSpec, expert_ffn: float) -> float:
 
 __all__ = ["CLAMP_BYTES_PER_ELEMENT", "EXPERT_BIAS_BYTES_PER_ELEMENT", "FUSED_ROPE_BYTES_PER_ELEMENT",
            "UNFUSED_ROPE_BYTES_PER_ELEMENT", "ExpertPath", "clamp_saved_bytes_per_copy", "clamp_total_bytes_per_copy",
-           "expert_bias_total_bytes_per_copy", "expert_path", "unfused_rope", "unfused_rope_total_bytes_per_token"]
+           "expert_bias_total_bytes_per_copy", "expert_path", "expert_path_warnings", "unfused_rope",
+           "unfused_rope_total_bytes_per_token"]

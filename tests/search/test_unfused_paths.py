@@ -129,6 +129,12 @@ def test_a_graphed_gpt_oss_on_blackwell_in_mxfp8_predicts_faster_than_ungraphed_
     assert fused.time_breakdown_s.host_overhead_s == 0.0 < plain.time_breakdown_s.host_overhead_s
     assert fused.time_breakdown_s.compute_s < plain.time_breakdown_s.compute_s  # the experts' fused epilogues
     assert fused.iteration_time_s < plain.iteration_time_s - plain.time_breakdown_s.host_overhead_s
+    # Each prediction says how its experts were costed.
+    assert any("fused grouped MLP" in w and "NVTE_CUTEDSL_FUSED_GROUPED_MLP" in w for w in fused.warnings)
+    assert not any("fused grouped MLP" in w for w in plain.warnings)
+    hopper = predict(GPT_OSS, cluster_preset("dgx-h100", 8), dataclasses.replace(graphed, dp=64, ep=8),
+                     TrainingSpec(global_batch=1280, precision="fp8"))
+    assert any("ops one by one" in w for w in hopper.warnings)
 
 
 def test_a_graphed_moe_search_on_blackwell_stays_exact_with_the_fused_experts() -> None:
