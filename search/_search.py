@@ -168,7 +168,7 @@ def _sweep_exhaustively(ev: Evaluator, blocks: Sequence[Block], cluster: Cluster
     pareto_sweep(fitting, ev, bounds)
     sweep(fitting, ev, top_k, "throughput", progress, bounds=bounds)
     # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
-    band = sweep_band({row.runtime for row in fitting.rows}, cluster, model.moe is not None)
+    band = sweep_band(fitting.runtimes, cluster, model.moe is not None)
     derived = ev.derive_partials(ev.threshold_tokens_per_s(band), bounds)
     if derived:
         pareto_refine(derived, ev)
