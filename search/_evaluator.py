@@ -5,15 +5,18 @@ memory policies it may derive (issue 18), throughput bounds, and timing (the swe
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import partial
+from functools import cached_property, partial
+from itertools import chain
 from operator import add
 from typing import Any, NamedTuple, cast, overload
 
 import numpy as np
+import numpy.typing as npt
 
-from search._bounds import BoundKey, ThroughputBounds
+from search._bounds import BoundBatch, BoundGroup, ThroughputBounds
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
 from search._memory_plan import GpuPeak, MemoryPlan, host_breakdown
@@ -34,39 +37,72 @@ _OFFLOAD_SHARES: tuple[float, ...] = tuple(i / 20 for i in range(1, 20))
 """Shares of the optimizer states on the host a partial offload tries (steps of 5 %)."""
 
 
-def _twin_key(framework: str, c: ParallelConfig, *, offload_optimizer: str | None = None,
-              recompute: str | None = None) -> tuple[Any, ...]:
-    """The key :meth:`Evaluator.scan_memory` files a configuration's memory under (the micro-batch
-    last), for ``c`` or its twin with another optimizer offload or recomputation."""
-    return (framework, c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.zero_stage, offload_optimizer or c.offload_optimizer,
-            c.offload_param, recompute or c.recompute, c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.tiles,
-            c.micro_batch)
-
-
 def _with_offload_share(config: ParallelConfig, share: float) -> ParallelConfig:
     return replace(config, optimizer_offload_fraction=round(share, 2))
 
 
-ScanStep = tuple[Framework, Placement, int, tuple[Framework, int], bool]
-"""(runtime, placement, tiles, (runtime, tiles), whether it is the pair's first placement at its
-micro-batch) of one candidate of a block, as :meth:`Evaluator.scan_memory` walks it."""
-EntryShape = tuple[frozenset[tuple[Framework, int]], frozenset[tuple[int, Framework, int]],
-                   tuple[tuple[int, tuple[ScanStep, ...]], ...]]
+class _PairWalk(NamedTuple):
+    """One (runtime, tiles) pair of a block's entries, micro-batch by micro-batch."""
+
+    pair: tuple[Framework, int]
+    micro_batches: tuple[int, ...]
+    """The micro-batches it has a candidate at, ascending."""
+    firsts: tuple[int, ...]
+    """Per micro-batch, the index in the walk of its first candidate there (the one the scan plans)."""
+    placements: tuple[Placement, ...]
+    """Per micro-batch, that candidate's placement."""
+    steps: tuple[tuple[int, ...], ...]
+    """Per micro-batch, the indices in the walk of its candidates there (placements: the same bytes)."""
 
 
-def _entry_shape(entries: tuple[tuple[int, tuple[Variant, ...]], ...]) -> EntryShape:
-    """A block's (runtime, tiles) pairs, its (micro-batch, runtime, tiles) candidates (placements
-    aside), and its entries as :meth:`Evaluator.scan_memory` walks them (:data:`ScanStep`)."""
-    walk = []
-    for mb, variants in entries:
-        seen: set[tuple[Framework, int]] = set()
-        steps = []
-        for runtime, placement, tiles in variants:
-            steps.append((runtime, placement, tiles, (runtime, tiles), (runtime, tiles) not in seen))
-            seen.add((runtime, tiles))
-        walk.append((mb, tuple(steps)))
-    present = frozenset((mb, runtime, tiles) for mb, variants in entries for runtime, _p, tiles in variants)
-    return frozenset((runtime, tiles) for _mb, runtime, tiles in present), present, tuple(walk)
+class _Walk(NamedTuple):
+    """A block's entries as :meth:`Evaluator.scan_memory` walks them: candidate by candidate (their
+    index in the walk), micro-batch ascending. Blocks share their entries (search._space.enumerate_space):
+    computed once per entries."""
+
+    pairs: tuple[_PairWalk, ...]
+    present: frozenset[tuple[int, Framework, int]]
+    """The (micro-batch, runtime, tiles) candidates, placements aside."""
+    ends: dict[int, int]
+    """Per micro-batch, how many candidates the walk has visited at its end."""
+    micro_batches: tuple[int, ...]
+    """Each candidate's micro-batch."""
+    variants: tuple[Variant, ...]
+    """Each candidate's (runtime, placement, tiles)."""
+    runtime: Framework | None
+    """The candidates' runtime where they have one, else None."""
+    single: bool
+    """Whether the candidates have one (runtime, tiles) pair: the scan's rows of the block are then the
+    walk's first candidates, up to the first that does not fit."""
+
+
+def _walk_of(entries: tuple[tuple[int, tuple[Variant, ...]], ...]) -> _Walk:
+    micro_batches = [mb for mb, variants in entries for _v in variants]
+    variants = [v for _mb, vs in entries for v in vs]
+    ends, count = {}, 0
+    for mb, vs in entries:
+        count = ends[mb] = count + len(vs)
+    pairs: dict[tuple[Framework, int], list[tuple[int, Placement, list[int]]]] = {}
+    for index, (mb, (runtime, placement, tiles)) in enumerate(zip(micro_batches, variants, strict=True)):
+        at_mb = pairs.setdefault((runtime, tiles), [])
+        if at_mb and micro_batches[at_mb[-1][2][0]] == mb:
+            at_mb[-1][2].append(index)
+        else:
+            at_mb.append((mb, placement, [index]))
+    walks = tuple(_PairWalk(pair, tuple(mb for mb, _p, _s in at), tuple(steps[0] for _mb, _p, steps in at),
+                            tuple(p for _mb, p, _s in at), tuple(tuple(steps) for _mb, _p, steps in at))
+                  for pair, at in pairs.items())
+    present = frozenset((mb, runtime, tiles) for mb, (runtime, _p, tiles) in zip(micro_batches, variants, strict=True))
+    runtimes = {runtime for runtime, _placement, _tiles in variants}
+    return _Walk(walks, present, ends, tuple(micro_batches), tuple(variants),
+                 next(iter(runtimes)) if len(runtimes) == 1 else None, len(walks) == 1)
+
+
+ScanOutcome = tuple[int, tuple[int, ...] | None, list[float], list[tuple[int, float]], int, _Walk]
+"""What the memory scan finds in one block (:meth:`Evaluator.scan_memory`): how many of its candidates
+fit, their indices in its walk (None: the first ones), their peaks, the (index, peak) of the candidate
+each failing (runtime, tiles) pair first failed at (the walk's order), how many candidates the walk
+visited, and the walk."""
 
 
 def _may_recompute_layers(row: FitRow) -> bool:
@@ -89,8 +125,8 @@ def _recompute_gain(layer: MicroBatchTerms) -> float:
 
 
 class FitRow(NamedTuple):
-    """A candidate that fits, as the scan found it: built into a :class:`Candidate` only when a
-    sweep times it (a search holds 10^4-10^5 of these and times 10^3)."""
+    """A candidate the scan looked at, with its peak: built into a :class:`Candidate` only when
+    a sweep times it or a refinement starts from it."""
 
     block: Block
     micro_batch: int
@@ -103,18 +139,53 @@ class FitRow(NamedTuple):
         return Candidate(self.runtime, self.block.config(self.micro_batch, self.placement, self.tiles))
 
 
-_fit_row: Callable[[tuple[Block, int, Framework, Placement, int, float]], FitRow] = partial(tuple.__new__, FitRow)
-"""``FitRow(*fields)`` without the Python-level ``__new__`` of a named tuple (a scan makes 10^5)."""
+FitSpan = tuple[Block, int, _Walk, "tuple[int, ...] | None", list[float]]
+"""(block, index of its first row, its walk, the indices in the walk of its fitting candidates (None: the
+walk's first ones), their peak GPU bytes) of the fitting rows of one block in a :class:`FitList`."""
 
 
 class FitList(Sequence[Candidate]):
-    """The fitting candidates in the space's order, each built on access (:class:`FitRow`)."""
+    """The fitting candidates in the space's order, block by block (``spans``: a search holds 10^4-10^5
+    candidates and times 10^3), each built into a :class:`Candidate` on access; their micro-batches,
+    variants and peaks as columns on demand."""
 
-    def __init__(self, rows: list[FitRow]) -> None:
-        self.rows = rows
+    def __init__(self, spans: list[FitSpan], runtimes: set[Framework]) -> None:
+        self.spans = spans
+        self.runtimes = runtimes
+        """The runtimes of the rows."""
+        self._starts = [start for _block, start, _walk, _at, _peaks in spans]
+        self._size = spans[-1][1] + len(spans[-1][4]) if spans else 0
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return self._size
+
+    @cached_property
+    def peaks(self) -> list[float]:
+        """Each row's peak GPU bytes."""
+        return list(chain.from_iterable(peaks for _block, _start, _walk, _at, peaks in self.spans))
+
+    @cached_property
+    def micro_batches(self) -> list[int]:
+        """Each row's micro-batch."""
+        return list(chain.from_iterable(walk.micro_batches[:len(peaks)] if at is None else
+                                        [walk.micro_batches[j] for j in at]
+                                        for _block, _start, walk, at, peaks in self.spans))
+
+    @cached_property
+    def variants(self) -> list[Variant]:
+        """Each row's (runtime, placement, tiles)."""
+        return list(chain.from_iterable(walk.variants[:len(peaks)] if at is None else [walk.variants[j] for j in at]
+                                        for _block, _start, walk, at, peaks in self.spans))
+
+    def row(self, index: int) -> FitRow:
+        block, start, walk, at, peaks = self.spans[bisect_right(self._starts, index) - 1]
+        j = index - start if at is None else at[index - start]
+        return FitRow(block, walk.micro_batches[j], *walk.variants[j], peaks[index - start])
+
+    @property
+    def rows(self) -> list[FitRow]:
+        """Every row as a :class:`FitRow` (built on each call)."""
+        return [self.row(i) for i in range(len(self))]
 
     @overload
     def __getitem__(self, index: int) -> Candidate: ...
@@ -124,8 +195,12 @@ class FitList(Sequence[Candidate]):
 
     def __getitem__(self, index: int | slice) -> Candidate | list[Candidate]:
         if isinstance(index, slice):
-            return [row.candidate() for row in self.rows[index]]
-        return self.rows[index].candidate()
+            return [self.row(i).candidate() for i in range(len(self))[index]]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.row(index).candidate()
 
 
 class Evaluator:
@@ -155,16 +230,15 @@ class Evaluator:
         """Refinements :meth:`derive_partials` found to fit, with their peak GPU bytes (the scan's
         own fitting candidates are the :class:`FitList` it returns)."""
         self._threshold = 0.0
-        self._peaks: dict[tuple[Any, ...], float] = {}
-        """Peak bytes of every configuration :meth:`scan_memory` found not to fit (the twins
-        :meth:`_derive` starts its estimates from)."""
-        self._refinable: list[tuple[FitRow, bool, int, bool]] = []
-        """Scanned configurations a fine-grained memory policy may improve, by the block-level conditions
-        of :meth:`_partial_kinds` (:meth:`derive_partials` asks the rest), with whether they fit, their
-        index in the scan's fitting list (-1: none) and whether block recomputation may refine them."""
-        self._scanned: dict[tuple[Any, ...], tuple[frozenset[tuple[int, str, int]], dict[tuple[str, int], int]]] = {}
-        """Per scanned block (its fields but the entries): its (micro-batch, runtime, tiles) and the
-        micro-batch each (runtime, tiles) first failed at (:meth:`_scanned_fit`)."""
+        self._fit = FitList([], set())
+        """The fitting rows of the last :meth:`scan_memory` (what :meth:`derive_partials` refines)."""
+        self._refine_misses: list[tuple[int, FitRow]] = []
+        """Scanned configurations that do not fit and that activation offload may make fit (Megatron, pp = 1,
+        no recomputation: :meth:`_partial_kinds`), in the scan's order, each with how many fitting rows came
+        before it."""
+        self._scanned: dict[tuple[Any, ...], ScanOutcome] = {}
+        """What the scan found in each block, by its fields but the entries (:meth:`_scanned_fit`; the twins
+        :meth:`_derive` starts its estimates from: :meth:`_twin_peak`)."""
         self.scanned = False
         self._gpu_peak = GpuPeak(model, cal, precision, grad_reduce_in_bf16)
 
@@ -207,133 +281,151 @@ class Evaluator:
         """Check every candidate's memory (:attr:`search._space.Space.blocks`, in the space's
         order): the exact count of configurations that fit, the closest misses, and the fitting ones
         (returned, in order, built on access) for the time sweeps."""
-        fitting: list[FitRow] = []
-        refinable: list[tuple[FitRow, bool, int, bool]] = []
-        scanned: dict[tuple[Any, ...], tuple[frozenset[tuple[int, str, int]], dict[tuple[str, int], int]]] = {}
+        spans: list[FitSpan] = []
+        size = 0  # fitting rows so far
+        runtimes: set[Framework] = set()
+        refine_misses: list[tuple[int, FitRow]] = []
+        scanned: dict[tuple[Any, ...], ScanOutcome] = {}
         # Peak memory never falls as the micro-batch grows (activations per micro-batch scale with it,
         # micro-batches in flight at most inversely: stored = per-layer x min(mb (pp - r), batch/dp)),
         # so once a configuration does not fit, the same one with a larger micro-batch does not either
         # (and is never looked at). Within a block (no two blocks share their fields) a configuration is
-        # its (runtime, tiles) and micro-batch: the placement changes no byte.
+        # its (runtime, tiles) pair and micro-batch: the placement changes no byte. The pairs of a block
+        # are walked one after another, each up to its first failure; its rows then come in the order
+        # of the block's candidates (:class:`_Walk`).
         gpu_peak, batch = self._gpu_peak, self.trainings["megatron"].global_batch
         lb_of = {fw: gpu_peak.linear_input_bytes(fw) for fw in self.trainings}
         cap = self.cluster.gpu.memory_bytes - self.min_headroom_bytes
         overhead = self.cal.memory_overhead_bytes
         node = self.cluster.node
-        shapes: dict[int, EntryShape] = {}
-        peak_of: dict[tuple[Framework, int], float] = {}  # the last peak of each (runtime, tiles)
+        walks: dict[int, _Walk] = {}
         gpu_bytes, closest = self.cluster.gpu.memory_bytes, self.closest
-        # Activations per (saved linear-input width, micro-batch), for all blocks of one shape and schedule
-        # (:meth:`GpuPeak.activation_key` less what they fix: dp follows from tp, pp and cp).
-        acts_by_shape: dict[tuple[Any, ...], dict[tuple[float, int], tuple[float, ...]]] = {}
+        # Activations per micro-batch, for all blocks of one shape, schedule and saved linear-input width
+        # (:meth:`GpuPeak.activation_key` less what they fix: dp follows from tp, pp and cp), with a
+        # configuration of theirs that stands in for every micro-batch (GpuPeak.activations).
+        acts_by_shape: dict[tuple[Any, ...], tuple[ParallelConfig, dict[int, tuple[float, ...]]]] = {}
         # Model states (and the tail after them) per runtime, policy, expert degrees and tiles, for the
         # blocks of one pipeline layout (they come in a run: search._space.enumerate_space's loop order).
         states_by_policy: dict[tuple[Any, ...], tuple[tuple[float, ...], float]] = {}
         # Whether host memory and NVMe fit, per expert degrees and policy (and, with parameter offload,
         # micro-batch and recomputation: the host-held checkpoints) within a pipeline layout's run: the
         # host side depends on nothing else (search._memory_plan.host_breakdown; blocks offload no
-        # activations).
+        # activations, so the saved linear-input width plays no part either).
         host_by_policy: dict[tuple[Any, ...], bool] = {}
+        # What the scan finds in a block, per the fields its bytes depend on within a pipeline layout's run:
+        # blocks that differ only in TP overlap, the MoE exchange or the CUDA graph (four in ten of an MoE
+        # space's) hold the same bytes (nothing above depends on them) and share it.
+        outcomes: dict[tuple[Any, ...], ScanOutcome] = {}
         pipeline: tuple[Any, ...] = ()
-        order = 0
+        order = 0  # candidates visited so far: ranks misses among themselves (_remember_miss)
         for block in blocks:
-            dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt, param, rc, entries, _exchange, _graphs = block
+            dp, tp, pp, vp, cp, sp, _overlap, layout, ep, etp, zero, opt, param, rc, entries, _exchange, _graphs = block
             if pipeline[:4] != (tp, pp, vp, cp) or pipeline[4] is not layout:
-                pipeline, states_by_policy, host_by_policy = (tp, pp, vp, cp, layout), {}, {}
+                pipeline, states_by_policy, host_by_policy, outcomes = (tp, pp, vp, cp, layout), {}, {}, {}
+            walk_id = id(entries)  # blocks share their entries (search._space.enumerate_space)
+            walk = walks.get(walk_id)
+            if walk is None:
+                walk = walks[walk_id] = _walk_of(entries)
             host = opt != "none" or param != "none"
-            # What :meth:`_partial_kinds` can find in this block (it is not asked otherwise).
-            refine_fit, refine_miss = rc == "full" or opt == "cpu", pp == 1 and rc == "none"
-            refine_layers = rc == "full" and param == "none"  # with Megatron: :func:`_may_recompute_layers`
-            # The GPU's peak alone (:class:`search._memory_plan.GpuPeak`): configurations are built where a
-            # cache misses, full plans for what is timed and the closest misses.
-            acts_key = (pp, vp, layout, tp, cp, sp, rc, etp, param != "none")
-            acts_at = acts_by_shape.get(acts_key)
-            if acts_at is None:
-                acts_at = acts_by_shape[acts_key] = {}
-            host_fits: bool | None = None
-            shape = shapes.get(id(entries))  # blocks share their entries (search._space.enumerate_space)
-            if shape is None:
-                shape = shapes[id(entries)] = _entry_shape(entries)
-            # The block's (runtime, tiles) pairs: once one has failed at some micro-batch, its larger
-            # micro-batches are skipped, and once all have, the walk stops (``order`` only ranks misses
-            # among themselves).
-            live = set(shape[0])
-            failed: dict[tuple[str, int], int] = {}
-            scanned[block[:14]] = (shape[1], failed)
-            for mb, steps in shape[2]:
-                if not live:
-                    break
-                shared: ParallelConfig | None = None
-                if param != "none":
-                    host_fits = None  # host-held activation checkpoints grow with the micro-batch
-                for runtime, placement, tiles, pair, first in steps:
-                    order += 1
-                    if pair not in live:
-                        continue
-                    if not first:  # another placement of a pair that fits at this micro-batch: the same bytes
-                        row = _fit_row((block, mb, runtime, placement, tiles, peak_of[pair]))
-                        if refine_fit:
-                            refinable.append((row, True, len(fitting), refine_layers and runtime == "megatron"))
-                        fitting.append(row)
-                        continue
+            outcome_key = (sp, rc, ep, etp, zero, opt, param, walk_id)
+            outcome = outcomes.get(outcome_key)
+            if outcome is None:
+                # The GPU's peak alone (:class:`search._memory_plan.GpuPeak`): configurations are built where a
+                # cache misses, full plans for what is timed and the closest misses.
+                fits: list[tuple[int, float]] = []  # (index in the walk, peak) of each candidate that fits
+                misses: list[tuple[int, float]] = []
+                pair_peaks: list[float] = []
+                last_failure = 0  # the largest micro-batch a pair failed at
+                for pair, pair_mbs, firsts, placements, steps in walk.pairs:
+                    runtime, tiles = pair
                     lb = lb_of[runtime]
-                    acts = acts_at.get((lb, mb))
-                    if acts is None:
-                        shared = shared or block.config(mb)
-                        acts = acts_at[(lb, mb)] = gpu_peak.activations(shared, batch // (dp * mb), lb)
+                    acts_key = (pp, vp, layout, tp, cp, sp, rc, etp, param != "none", lb)
+                    own: ParallelConfig | None = None  # the block's configuration, where one was built
+                    shape = acts_by_shape.get(acts_key)
+                    if shape is None:
+                        own = block.config(pair_mbs[0])
+                        shape = acts_by_shape[acts_key] = (own, {})
+                    # A configuration of this shape (GpuPeak.activations: at any micro-batch), its activations.
+                    shape_config, acts_at = shape
                     states = states_by_policy.get((runtime, zero, opt, param, ep, etp, tiles))
                     if states is None:
                         # :meth:`GpuPeak.state_key` written out (blocks offload whole optimizers: fraction 1).
                         held = gpu_peak.known_states((runtime, dp, tp, pp, vp if gpu_peak.states_by_vp else 1, cp,
                                                       zero, opt, param, 1.0, layout, ep, etp, tiles))
                         if held is None:
-                            shared = shared or block.config(mb)
-                            held = gpu_peak.states(shared if tiles == 1 else block.config(mb, placement, tiles),
-                                                   runtime)
+                            held = gpu_peak.states(block.config(pair_mbs[0], placements[0], tiles) if tiles > 1 else
+                                                   own or block.config(pair_mbs[0]), runtime)
                         states = states_by_policy[(runtime, zero, opt, param, ep, etp, tiles)] = (
                             held, gpu_peak.tail_bytes(runtime, zero))
-                    peak = max(map(add, states[0], acts)) + states[1] + overhead  # :meth:`GpuPeak.peak` written out
-                    fit = peak <= cap
-                    if host and fit:
-                        # The host side depends on the configuration, not the runtime, and without
-                        # parameter offload not on the micro-batch either (search._memory_plan.host_breakdown;
-                        # blocks offload no activations, so the saved linear-input width plays no part).
-                        if host_fits is None:
-                            host_key = (ep, etp, zero, opt, param) if param == "none" else (ep, etp, zero, opt, param,
-                                                                                            mb, rc)
-                            host_fits = host_by_policy.get(host_key)
-                            if host_fits is None:
-                                shared = shared or block.config(mb)
-                                cpu, nvme, _ = host_breakdown(self.model, self.cluster, shared, batch // (dp * mb),
-                                                              self.host_safety_factor)
-                                host_fits = host_by_policy[host_key] = (sum(cpu.values()) <= node.cpu_memory_bytes
-                                                                        and nvme <= node.nvme_bytes)
-                        fit = host_fits
-                    row = _fit_row((block, mb, runtime, placement, tiles, peak))
-                    if fit:
-                        peak_of[pair] = peak
-                        if refine_fit:
-                            # Which policies may refine it is asked in derive_partials, against every
-                            # configuration the scan found to fit.
-                            refinable.append((row, True, len(fitting), refine_layers and runtime == "megatron"))
-                        fitting.append(row)
-                        continue
-                    # A twin a refinement starts from (:func:`_twin_key`).
-                    self._peaks[(runtime, dp, tp, pp, vp, cp, sp, zero, opt, param, rc, overlap, layout, ep, etp,
-                                 tiles, mb)] = peak
-                    failed[pair] = mb
-                    live.discard(pair)
-                    if len(closest) < 3 or -peak / gpu_bytes >= closest[0][0][0]:  # _remember_miss's first test
-                        self._remember_miss(row, order, host)
-                    if refine_miss and runtime == "megatron":
-                        refinable.append((row, False, -1, False))
+                    held, tail = states
+                    host_fits: bool | None = None
+                    pair_peaks = []
+                    for mb in pair_mbs:
+                        acts = acts_at.get(mb)
+                        if acts is None:
+                            acts = acts_at[mb] = gpu_peak.activations(shape_config, batch // (dp * mb), lb, mb)
+                        peak = max(map(add, held, acts)) + tail + overhead  # :meth:`GpuPeak.peak` written out
+                        fit = peak <= cap
+                        if fit and host:
+                            # The host side depends on the configuration, not the runtime, and without
+                            # parameter offload not on the micro-batch either (search._memory_plan.host_breakdown).
+                            if host_fits is None or param != "none":
+                                host_key = (ep, etp, zero, opt, param) if param == "none" else (ep, etp, zero, opt,
+                                                                                                param, mb, rc)
+                                host_fits = host_by_policy.get(host_key)
+                                if host_fits is None:
+                                    if own is None or own.micro_batch != mb:
+                                        own = block.config(mb)
+                                    cpu, nvme, _ = host_breakdown(self.model, self.cluster, own, batch // (dp * mb),
+                                                                  self.host_safety_factor)
+                                    host_fits = host_by_policy[host_key] = (sum(cpu.values()) <= node.cpu_memory_bytes
+                                                                            and nvme <= node.nvme_bytes)
+                            fit = host_fits
+                        if not fit:
+                            misses.append((firsts[len(pair_peaks)], peak))
+                            if mb > last_failure:
+                                last_failure = mb
+                            break
+                        pair_peaks.append(peak)
+                    if pair_peaks:
+                        runtimes.add(runtime)
+                        if not walk.single:
+                            fits += [(j, peak) for k, peak in enumerate(pair_peaks) for j in steps[k]]
+                fit_at: tuple[int, ...] | None = None
+                if walk.single:  # the pair's candidates up to its first failure: the walk's first ones
+                    n = walk.pairs[0].firsts[len(pair_peaks)] if misses else len(walk.variants)
+                    fit_peaks = pair_peaks if n == len(pair_peaks) else [
+                        peak for k, peak in enumerate(pair_peaks) for _j in walk.pairs[0].steps[k]]
+                else:
+                    fits.sort()
+                    misses.sort()
+                    n = len(fits)
+                    fit_at = None if not fits or fits[-1][0] == n - 1 else tuple(j for j, _peak in fits)
+                    fit_peaks = [peak for _j, peak in fits]
+                # The walk stops once every pair has failed, at the end of the last one's micro-batch.
+                visited = walk.ends[last_failure] if len(misses) == len(walk.pairs) else len(walk.variants)
+                outcome = outcomes[outcome_key] = (n, fit_at, fit_peaks, misses, visited, walk)
+            n, fit_at, fit_peaks, misses, visited, _walk = outcome
+            scanned[block[:14]] = outcome
+            if n:
+                spans.append((block, size, walk, fit_at, fit_peaks))
+            for j, peak in misses:
+                if len(closest) < 3 or -peak / gpu_bytes >= closest[0][0][0]:  # _remember_miss's first test
+                    self._remember_miss(FitRow(block, walk.micro_batches[j], *walk.variants[j], peak), order + j + 1,
+                                        host)
+                if pp == 1 and rc == "none" and walk.variants[j][0] == "megatron":  # what _partial_kinds may refine
+                    refine_misses.append((size + (min(n, j) if fit_at is None else bisect_left(fit_at, j)),
+                                          FitRow(block, walk.micro_batches[j], *walk.variants[j], peak)))
+            size += n
+            order += visited
         self._scanned = scanned
-        self._refinable = refinable
-        self.n_feasible = len(fitting)
+        self._refine_misses = refine_misses
+        self._fit = FitList(spans, runtimes)
+        self.n_feasible = size
         self.scanned = True
-        return FitList(fitting)
+        return self._fit
 
-    def _scanned_fit(self, block: Block, micro_batch: int, runtime: str, tiles: int, *,
+    def _scanned_fit(self, block: Block, micro_batch: int, runtime: Framework, tiles: int, *,
                      offload_optimizer: str | None = None, recompute: str | None = None) -> bool:
         """Whether the scan found this configuration of ``block`` (or its twin with another optimizer
         offload or recomputation) enumerated and fitting: it fits below the micro-batch its (runtime,
@@ -341,17 +433,39 @@ class Evaluator:
         key = (*block[:11], offload_optimizer or block.offload_optimizer, block.offload_param,
                recompute or block.recompute)
         scanned = self._scanned.get(key)
-        if scanned is None:
+        if scanned is None or (micro_batch, runtime, tiles) not in scanned[5].present:
             return False
-        present, failed = scanned
-        return (micro_batch, runtime, tiles) in present and micro_batch < failed.get((runtime, tiles), micro_batch + 1)
+        first_failure = self._first_failure(scanned, runtime, tiles)
+        return first_failure is None or micro_batch < first_failure[0]
+
+    def _twin_peak(self, framework: Framework, c: ParallelConfig, *, offload_optimizer: str | None = None,
+                   recompute: str | None = None) -> float | None:
+        """The peak bytes the scan found for the enumerated twin of ``c`` with another optimizer offload or
+        recomputation, where the twin was the first of its (runtime, tiles) pair not to fit (the scan looks
+        at no larger micro-batch); else None."""
+        key = (c.dp, c.tp, c.pp, c.vp, c.cp, c.sp, c.tp_comm_overlap, c.stage_layers, c.ep, c.etp, c.zero_stage,
+               offload_optimizer or c.offload_optimizer, c.offload_param, recompute or c.recompute)
+        scanned = self._scanned.get(key)
+        first_failure = None if scanned is None else self._first_failure(scanned, framework, c.tiles)
+        return first_failure[1] if first_failure is not None and first_failure[0] == c.micro_batch else None
+
+    @staticmethod
+    def _first_failure(outcome: ScanOutcome, runtime: Framework, tiles: int) -> tuple[int, float] | None:
+        """(micro-batch, peak bytes) of the first candidate of a block's (runtime, tiles) the scan found not to
+        fit, from its outcome; None when all fit."""
+        _n, _at, _peaks, misses, _visited, walk = outcome
+        for j, peak in misses:
+            miss_runtime, _placement, miss_tiles = walk.variants[j]
+            if miss_runtime == runtime and miss_tiles == tiles:
+                return walk.micro_batches[j], peak
+        return None
 
     def release_scan(self) -> None:
-        """Drop what only the memory scan and the sweeps read (its per-block records, the misses' peaks,
+        """Drop what only the memory scan and the sweeps read (its per-block records, its fitting rows,
         the bounds' and GPU-peak caches; recomputed on demand if asked again), so reference counting
         frees them while the garbage collector is still paused: re-enabled, it would walk every one of
         them once (about 0.15 s after a 660,000-configuration search)."""
-        self._scanned, self._peaks, self._refinable = {}, {}, []
+        self._scanned, self._refine_misses, self._fit = {}, [], FitList([], set())
         self.bounds.clear()
         self._gpu_peak.clear()
 
@@ -440,18 +554,35 @@ class Evaluator:
         gains = {shape: _recompute_gain(layer) for shape, layer in self.bounds.layers().items()
                  if shape[5] == "full"}
         top_gain = max(gains.values(), default=1.0)
-        refinable = self._refinable
+        fit = self._fit
+        spans = fit.spans
+        lengths = np.array([len(peaks) for _block, _start, _walk, _at, peaks in spans], dtype=np.intp)
+        # The fitting rows :meth:`_partial_kinds` may refine (the conditions on its block: full recomputation
+        # or a whole optimizer offload), and which of them block recomputation may (:func:`_may_recompute_layers`).
+        at = np.flatnonzero(np.repeat(np.array([b.recompute == "full" or b.offload_optimizer == "cpu"
+                                                for b, _start, _walk, _at, _peaks in spans], dtype=bool), lengths))
+        layers = np.repeat(np.array([b.recompute == "full" and b.offload_param == "none"
+                                     for b, _start, _walk, _at, _peaks in spans], dtype=bool), lengths)[at]
+        if fit.runtimes != {"megatron"}:
+            variants = fit.variants
+            layers &= np.array([variants[i][0] == "megatron" for i in at.tolist()], dtype=bool)
         # Most sources fit and cannot beat the threshold even at the largest gain: ruled out at once.
-        # (A miss, at index -1, reads the inf appended: never ruled out here.)
-        at = np.array([index for _row, _fit, index, _layers in refinable], dtype=np.intp)
-        best_case = np.append(np.asarray(bounds, dtype=float), np.inf)[at] * np.where(
-            [layers for _row, _fit, _index, layers in refinable], top_gain, 1.0)
+        best_case = np.asarray(bounds, dtype=float)[at] * np.where(layers, top_gain, 1.0)
         sources: list[tuple[FitRow, tuple[str, ...]]] = []
-        for k in np.flatnonzero(best_case > threshold_tokens_per_s).tolist():
-            row, fit, index, _layers = refinable[k]
-            if fit and self._beyond_refinement(row, bounds[index], threshold_tokens_per_s, gains, top_gain):
+        misses = iter(self._refine_misses)  # in the scan's order, as the rows: merged back into it
+        miss = next(misses, None)
+        for index in [*at[best_case > threshold_tokens_per_s].tolist(), len(fit)]:
+            while miss is not None and miss[0] <= index:  # the misses the scan met before this row
+                kinds = self._partial_kinds(miss[1], False)
+                if kinds:
+                    sources.append((miss[1], kinds))
+                miss = next(misses, None)
+            if index == len(fit):
+                break
+            row = fit.row(index)
+            if self._beyond_refinement(row, bounds[index], threshold_tokens_per_s, gains, top_gain):
                 continue  # which policies may refine it is not asked
-            kinds = self._partial_kinds(row, fit)
+            kinds = self._partial_kinds(row, True)
             if kinds:
                 sources.append((row, kinds))
         # Their best cases (one recomputed layer, or their own bound), computed together.
@@ -465,7 +596,7 @@ class Evaluator:
                 if part not in self.fitting:
                     self.fitting[part] = part_plan.peak_bytes
                     derived.append(part)
-        self._refinable = []
+        self._refine_misses = []
         return derived
 
     def _derive(self, cand: Candidate, peak: float,
@@ -475,7 +606,7 @@ class Evaluator:
         if "recompute_layers" in kinds:
             chunk = -(-max(c.stage_layers or (self.model.layers // c.pp,)) // c.vp)
             # The peak falls affinely from no recomputation (the twin the scan planned) to every layer.
-            peak_none = self._peaks.get(_twin_key(fw, c, recompute="none"))
+            peak_none = self._twin_peak(fw, c, recompute="none")
             if chunk > 1 and peak_none is not None:
                 found = self._smallest(cand, lambda k: replace(c, recompute_layers=int(k)), 0, chunk, peak_none,
                                        peak, tuple(float(k) for k in range(1, chunk)))
@@ -486,7 +617,7 @@ class Evaluator:
                 s = src.config
                 # The peak rises affinely as the share on the host falls: from f = 1 (fits) to f = 0, the
                 # twin without offload (planned by the scan), else estimated from a plan at f = 0.5.
-                peak0 = self._peaks.get(_twin_key(fw, s, offload_optimizer="none")) \
+                peak0 = self._twin_peak(fw, s, offload_optimizer="none") \
                     if s.recompute_layers is None else None
                 if peak0 is None:
                     half = self.memory(Candidate(fw, replace(s, optimizer_offload_fraction=0.5)))
@@ -522,42 +653,81 @@ class Evaluator:
                            (c.moe_dispatcher, c.moe_a2a_overlap), c.cuda_graphs)
 
     def row_bounds(self, rows: FitList) -> list[float]:
-        """:meth:`upper_bound_tokens_per_s` of each scanned fitting candidate, without building it."""
-        return self._rows_bounds(rows.rows, [None] * len(rows.rows))
+        """:meth:`upper_bound_tokens_per_s` of each scanned fitting candidate, without building it: a
+        block's bound keys differ only in the runtime and micro-batch (:class:`BoundGroup`), and the
+        blocks of a group whose rows are the first candidates of the same walk have the same keys in the
+        same order (cached here as their positions); the keys' terms are computed at once
+        (:class:`BoundBatch`), the bounds as arrays (the same operations as :meth:`_bound`)."""
+        batch = BoundBatch(self.bounds)
+        groups: dict[tuple[Any, ...], tuple[dict[Framework, BoundGroup], dict[int, list[int]]]] = {}
+        positions: list[int] = []
+        for block, _start, walk, fit_at, peaks in rows.spans:
+            key = (*block[1:10], block.recompute, block.moe_exchange, block.cuda_graphs)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = ({}, {})
+            by_runtime, walked = group
+            if fit_at is not None:
+                for j in fit_at:
+                    runtime = walk.variants[j][0]
+                    at = by_runtime.get(runtime) or by_runtime.setdefault(
+                        runtime, self._bound_group(batch, block, runtime, None))
+                    positions.append(at.at(walk.micro_batches[j]))
+                continue
+            n = len(peaks)
+            known = walked.get(id(walk))
+            if known is None:
+                known = walked[id(walk)] = []
+            if len(known) < n:  # the keys of the walk's candidates not yet asked for in this group
+                if walk.runtime is not None:
+                    at = by_runtime.get(walk.runtime) or by_runtime.setdefault(
+                        walk.runtime, self._bound_group(batch, block, walk.runtime, None))
+                    known += at.at_each(walk.micro_batches[len(known):n])
+                else:
+                    for (runtime, _placement, _tiles), mb in zip(walk.variants[len(known):n],
+                                                                 walk.micro_batches[len(known):n], strict=True):
+                        at = by_runtime.get(runtime) or by_runtime.setdefault(
+                            runtime, self._bound_group(batch, block, runtime, None))
+                        known.append(at.at(mb))
+            positions += known if len(known) == n else known[:n]
+        lengths = np.array([len(peaks) for _block, _start, _walk, _at, peaks in rows.spans], dtype=np.intp)
+        dp_mb = np.repeat(np.array([b.dp for b, _start, _walk, _at, _peaks in rows.spans], dtype=np.int64),
+                          lengths) * np.array(rows.micro_batches, dtype=np.int64)
+        vps = np.repeat(np.array([b.vp for b, _start, _walk, _at, _peaks in rows.spans], dtype=np.int64), lengths)
+        return self._bounds_at(batch, positions, dp_mb, vps)
 
     def _rows_bounds(self, rows: Sequence[FitRow], recompute_layers: Sequence[int | None]) -> list[float]:
         """:meth:`upper_bound_tokens_per_s` of each scanned row with its ``recompute_layers`` (standing in for
-        its own, which enumerated rows leave None), without building it: a row's bound key from its
-        block's (rows of one block come together) and its runtime, micro-batch and recomputed layers,
-        the keys' terms at once (:meth:`ThroughputBounds.many`), the bounds as arrays (the same
-        operations as :meth:`_bound`)."""
-        keys: list[BoundKey] = []
-        position_of: dict[tuple[Any, ...], dict[tuple[Framework, int, int | None], int]] = {}
+        its own, which enumerated rows leave None), without building it (as :meth:`row_bounds`)."""
+        batch = BoundBatch(self.bounds)
+        groups: dict[tuple[Any, ...], BoundGroup] = {}
         positions: list[int] = []
-        dp_mb: list[int] = []
-        vps: list[int] = []
-        block: Block | None = None
-        at: dict[tuple[Framework, int, int | None], int] = {}
         for row, layers in zip(rows, recompute_layers, strict=True):
-            if row.block is not block:
-                block = row.block
-                at = position_of.setdefault((*block[1:10], block.recompute, block.moe_exchange, block.cuda_graphs),
-                                            {})
-            position = at.get((row.runtime, row.micro_batch, layers))
-            if position is None:
-                position = at[(row.runtime, row.micro_batch, layers)] = len(keys)
-                keys.append(self.bounds.key(row.runtime, block.tp, block.pp, block.vp, block.cp, block.sp,
-                                            row.micro_batch, block.recompute, block.tp_comm_overlap,
-                                            block.stage_layers, block.ep, block.etp, layers, block.moe_exchange,
-                                            block.cuda_graphs))
-            positions.append(position)
-            dp_mb.append(block.dp * row.micro_batch)
-            vps.append(block.vp)
-        slowest, others = self.bounds.many(keys)
-        at_row = np.array(positions, dtype=np.intp)
-        micro_batches = self.tokens_per_step // (self.model.seq_len * np.array(dp_mb, dtype=np.int64))
-        bounds: list[float] = (self.tokens_per_step / (micro_batches * slowest[at_row]
-                                                       + others[at_row] / np.array(vps, dtype=np.int64))).tolist()
+            block = row.block
+            key = (*block[1:10], block.recompute, block.moe_exchange, block.cuda_graphs, row.runtime, layers)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = self._bound_group(batch, block, row.runtime, layers)
+            positions.append(group.at(row.micro_batch))
+        return self._bounds_at(batch, positions, np.array([row.block.dp * row.micro_batch for row in rows],
+                                                          dtype=np.int64),
+                               np.array([row.block.vp for row in rows], dtype=np.int64))
+
+    def _bound_group(self, batch: BoundBatch, block: Block, runtime: Framework,
+                     recompute_layers: int | None) -> BoundGroup:
+        """The bound keys of ``block``'s configurations of ``runtime`` (:meth:`ThroughputBounds.key`)."""
+        return batch.group(runtime, block.tp, block.pp, self.bounds.chunks(block.vp, block.ep, block.moe_exchange),
+                           block.cp, block.sp, block.recompute, block.tp_comm_overlap, block.stage_layers, block.ep,
+                           block.etp, recompute_layers, block.moe_exchange, block.cuda_graphs)
+
+    def _bounds_at(self, batch: BoundBatch, positions: list[int], dp_mb: npt.NDArray[np.int64],
+                   vps: npt.NDArray[np.int64]) -> list[float]:
+        """The bounds of the keys of ``batch`` at ``positions``, with each one's dp x micro-batch and vp:
+        :meth:`_bound`'s operations on arrays."""
+        slowest, others = batch.terms()
+        at = np.array(positions, dtype=np.intp)
+        micro_batches = self.tokens_per_step // (self.model.seq_len * dp_mb)
+        bounds: list[float] = (self.tokens_per_step / (micro_batches * slowest[at] + others[at] / vps)).tolist()
         return bounds
 
     def _bound(self, framework: Framework, dp: int, tp: int, pp: int, vp: int, cp: int, sp: bool, micro_batch: int,

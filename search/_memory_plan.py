@@ -130,18 +130,20 @@ def _rank_states(model: ModelSpec, config: ParallelConfig, framework: str, param
 
 
 def _rank_activation_bytes(model: ModelSpec, config: ParallelConfig, held: float, last: bool,
-                           per_micro_batch: float, working: float) -> float:
+                           per_micro_batch: float, working: float, micro_batch: int | None = None) -> float:
     """Activation bytes of one pipeline rank before fragmentation: ``per_micro_batch`` (its layers'
     stored bytes per micro-batch) times the ``held`` micro-batches, ``working`` (the transient
-    bytes of one recomputed layer), the pipeline's stage buffers and, on the last rank, the logits."""
+    bytes of one recomputed layer), the pipeline's stage buffers and, on the last rank, the logits;
+    ``micro_batch``: in place of the configuration's (:meth:`GpuPeak.activations`)."""
     c = config
+    mb = c.micro_batch if micro_batch is None else micro_batch
     stored = per_micro_batch * held
     if c.offload_param != "none" and c.recompute == "full":
         stored = 0.0  # ZeRO-Infinity keeps the activation checkpoints in host memory
     if c.pp > 1:
-        working += pipeline_buffer_bytes(model, c.micro_batch, c.cp, held, c.tp if c.sp else 1)
+        working += pipeline_buffer_bytes(model, mb, c.cp, held, c.tp if c.sp else 1)
     if last:
-        working += logits_bytes(model, c.micro_batch, c.tp, c.cp)
+        working += logits_bytes(model, mb, c.tp, c.cp)
     return stored + working
 
 
@@ -189,24 +191,25 @@ LayerBytes = tuple[float, float, float, float, float]
 working bytes of one recomputed layer) per micro-batch: :func:`_layer_bytes`."""
 
 
-def _layer_bytes(model: ModelSpec, config: ParallelConfig, lb: float) -> LayerBytes:
+def _layer_bytes(model: ModelSpec, config: ParallelConfig, lb: float, micro_batch: int | None = None) -> LayerBytes:
     """One layer's activation bytes per micro-batch (:data:`LayerBytes`); they depend on the layer's
-    shape (micro-batch, tp, cp, sp, etp), the recomputation and ``lb``, not on the pipeline."""
+    shape (micro-batch, tp, cp, sp, etp), the recomputation and ``lb``, not on the pipeline;
+    ``micro_batch``: in place of the configuration's (:meth:`GpuPeak.activations`)."""
     c = config
-    per_layer = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.recompute, linear_input_bytes=lb)
-    per_moe_layer = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, c.recompute, lb)
+    mb = c.micro_batch if micro_batch is None else micro_batch
+    per_layer = layer_activation_bytes(model, mb, c.tp, c.cp, c.sp, c.recompute, linear_input_bytes=lb)
+    per_moe_layer = (moe_layer_activation_bytes(model, mb, c.tp, c.cp, c.sp, c.etp, c.recompute, lb)
                      if model.moe is not None else per_layer)
     kept, kept_moe = per_layer, per_moe_layer  # layers that do not recompute (partial recomputation)
     if c.recompute == "full" and c.recompute_layers is not None:
-        kept = layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, "none", linear_input_bytes=lb)
-        kept_moe = (moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none", lb)
+        kept = layer_activation_bytes(model, mb, c.tp, c.cp, c.sp, "none", linear_input_bytes=lb)
+        kept_moe = (moe_layer_activation_bytes(model, mb, c.tp, c.cp, c.sp, c.etp, "none", lb)
                     if model.moe is not None else kept)
     working = 0.0
     if c.recompute == "full":
-        working = working_layer_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, lb)
+        working = working_layer_bytes(model, mb, c.tp, c.cp, c.sp, lb)
         if model.moe is not None:
-            working = max(working, moe_layer_activation_bytes(model, c.micro_batch, c.tp, c.cp, c.sp, c.etp, "none",
-                                                              lb))
+            working = max(working, moe_layer_activation_bytes(model, mb, c.tp, c.cp, c.sp, c.etp, "none", lb))
     return per_layer, per_moe_layer, kept, kept_moe, working
 
 
@@ -323,25 +326,32 @@ class GpuPeak:
         return self._activations.get(key)
 
     @staticmethod
-    def activation_key(config: ParallelConfig, num_micro_batches: int, lb: float) -> tuple[object, ...]:
+    def activation_key(config: ParallelConfig, num_micro_batches: int, lb: float,
+                       micro_batch: int | None = None) -> tuple[object, ...]:
         """What the activations depend on (the scan writes the same tuple from a block's fields)."""
         c = config
-        return (c.pp, c.vp, c.stage_layers, c.tp, c.cp, c.sp, c.recompute, c.micro_batch, c.etp, num_micro_batches,
-                c.recompute_layers, c.activation_offload_layers, c.offload_param != "none", lb)
+        return (c.pp, c.vp, c.stage_layers, c.tp, c.cp, c.sp, c.recompute,
+                c.micro_batch if micro_batch is None else micro_batch, c.etp, num_micro_batches, c.recompute_layers,
+                c.activation_offload_layers, c.offload_param != "none", lb)
 
-    def activations(self, config: ParallelConfig, num_micro_batches: int, lb: float) -> tuple[float, ...]:
+    def activations(self, config: ParallelConfig, num_micro_batches: int, lb: float,
+                    micro_batch: int | None = None) -> tuple[float, ...]:
         """Activation bytes of each checked rank (:func:`_checked_ranks`), fragmentation included, with
-        the linear-layer inputs kept at ``lb`` bytes per element (:meth:`linear_input_bytes`)."""
+        the linear-layer inputs kept at ``lb`` bytes per element (:meth:`linear_input_bytes`), at
+        ``micro_batch`` in place of the configuration's: a configuration with the same layout, layer shape
+        and recomputation stands in for all micro-batches (a search's scan builds one per shape, not one
+        per micro-batch: building costs about as much as the activations)."""
         c = config
-        akey = self.activation_key(c, num_micro_batches, lb)
+        mb = c.micro_batch if micro_batch is None else micro_batch
+        akey = self.activation_key(c, num_micro_batches, lb, mb)
         acts = self._activations.get(akey)
         if acts is None:
             frag = self.cal.memory_fragmentation
-            lkey = (c.micro_batch, c.tp, c.cp, c.sp, c.etp, c.recompute, c.recompute_layers is not None, lb)
+            lkey = (mb, c.tp, c.cp, c.sp, c.etp, c.recompute, c.recompute_layers is not None, lb)
             layer = self._layer_bytes.get(lkey)
             if layer is None:
-                layer = self._layer_bytes[lkey] = _layer_bytes(self.model, c, lb)
-            acts = tuple(frag * _rank_activation_bytes(self.model, c, held, r == c.pp - 1, per_mb, working)
+                layer = self._layer_bytes[lkey] = _layer_bytes(self.model, c, lb, mb)
+            acts = tuple(frag * _rank_activation_bytes(self.model, c, held, r == c.pp - 1, per_mb, working, mb)
                          for r, held, per_mb, working in _rank_activation_inputs(
                              self.model, c, num_micro_batches, _checked_ranks(self.model, c), layer))
             self._activations[akey] = acts

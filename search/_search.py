@@ -2,7 +2,7 @@
 
 Where the valid space fits the budget it is swept by branch and bound (memory first, then time,
 best throughput bound first, stopping when the bound cannot reach the k-th best) so the ranking
-is exact, and the ranked results are told to the study; otherwise Optuna samples it (TPE for
+is exact, without a study (nothing would read an in-memory one); otherwise Optuna samples it (TPE for
 one objective, NSGA-II for the Pareto front), with memory feasibility as an Optuna constraint
 and warm-started with known-good layouts. With
 ``storage`` and ``study_name`` several processes cooperate on one study through Optuna's RDB
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
@@ -41,7 +40,7 @@ from search._predict import check_host_safety_factor, predict_memory
 from search._ranking import describe, objective_score, pareto_front, rank
 from search._search_result import SearchResult
 from search._space import Block, Candidate, FrameworkTarget, enumerate_space, why_no_valid
-from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared, tell_study
+from search._study import DEFAULT_N_TRIALS, run_sampler, run_shared
 from search._sweeps import equivalence_sweep, pareto_refine, pareto_sweep, sweep, sweep_band
 
 if TYPE_CHECKING:
@@ -87,8 +86,6 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
     to ``megatron``).
     Raises :class:`SpecError` on invalid arguments.
     """
-    import optuna
-
     start = time.perf_counter()
     if objective not in OBJECTIVES:
         raise SpecError("objective", f"{objective!r} is not an objective", f"use one of: {', '.join(OBJECTIVES)}")
@@ -115,10 +112,11 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
                                    "use framework 'megatron' (or 'any'), or leave it false")
     framework = check_moe_exchange(model, framework, moe_dispatcher, moe_a2a_overlap)
     framework = check_cuda_graphs(framework, cuda_graphs)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
     cal = calibration or default_calibration()
     study: optuna.Study | None = None
-    with _gc_paused():  # the enumeration and an exhaustive sweep (not a sampler's open-ended trials)
+    # The collector is off from the enumeration to the answer where the search is an exhaustive sweep (a sampler's
+    # open-ended trials run with it on), and the space and the evaluator are dropped before it comes back.
+    with _GcPause() as pause:
         space = enumerate_space(model, cluster.world_size, global_batch, framework, allow_untested=allow_untested,
                                 allow_tiling=allow_tiling, moe_exchange=(moe_dispatcher, moe_a2a_overlap),
                                 cuda_graphs=cuda_graphs)
@@ -127,43 +125,54 @@ def search(model: ModelSpec, cluster: ClusterSpec, global_batch: int, *, precisi
         name = study_name or f"autopar-{model.name}-{cluster.name}-{cluster.num_nodes}n-{framework}-{objective}"
         exhaustive = storage is None and space.n_valid <= max_exhaustive and n_trials is None
         if exhaustive:
-            study = _sweep_exhaustively(ev, space.blocks, cluster, model, objective, name, top_k, progress)
-    if storage is not None:
-        study = run_shared(space.candidates, ev, objective, storage, name, progress, top_k)
-        exhaustive = True
-    elif study is None:
-        study = run_sampler(space.candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS, timeout_s,
-                             cluster, progress)
-    top, pareto = rank(ev, objective, top_k)
-    elapsed = time.perf_counter() - start
-    study.set_user_attr("counts", {"space": space.size, "valid": space.n_valid, "feasible": ev.n_feasible,
-                                   "evaluated": ev.n_evaluated, "exhaustive": exhaustive})
-    hints = (why_no_valid(model, cluster.world_size, global_batch, framework, allow_untested) if not space.n_valid
-             else _hints(ev, model, cluster, global_batch, framework, cal, top_k, allow_tiling))
-    # An enumerated configuration that fits uses none of the fine-grained knobs (the scan's count).
-    knobs = (None if ev.scanned and ev.n_feasible else
-             fine_grained_knobs([cand.config for cand in ev.fitting] or [cand.config for cand, _, _ in ev.feasible]))
-    if top and knobs is not None:
-        hints = (f"only fine-grained memory policies fit: {knobs} (no configuration with all-or-nothing offload "
-                 "and recomputation does)", *hints)
-    return SearchResult(
-        model=model.name, cluster=cluster.name, num_nodes=cluster.num_nodes, world_size=cluster.world_size,
-        framework=framework, objective=objective, top=top, pareto=pareto, space_size=space.size,
-        n_valid=space.n_valid, n_feasible=ev.n_feasible, n_evaluated=ev.n_evaluated, exhaustive=exhaustive,
-        elapsed_s=elapsed, study_name=name, hints=hints,
-    )
+            _sweep_exhaustively(ev, space.blocks, cluster, model, objective, top_k, progress)
+        else:  # a study in shared storage or a sampler's (optuna is imported only for these)
+            pause.end()
+            import optuna
+
+            optuna.logging.set_verbosity(optuna.logging.WARNING)  # one study per search: no per-trial log lines
+            if storage is not None:
+                study = run_shared(space.candidates, ev, objective, storage, name, progress, top_k)
+                exhaustive = True
+            else:
+                study = run_sampler(space.candidates, ev, objective, name, seed, n_trials or DEFAULT_N_TRIALS,
+                                    timeout_s, cluster, progress)
+        top, pareto = rank(ev, objective, top_k)
+        elapsed = time.perf_counter() - start
+        if study is not None:
+            study.set_user_attr("counts", {"space": space.size, "valid": space.n_valid, "feasible": ev.n_feasible,
+                                           "evaluated": ev.n_evaluated, "exhaustive": exhaustive})
+        hints = (why_no_valid(model, cluster.world_size, global_batch, framework, allow_untested) if not space.n_valid
+                 else _hints(ev, model, cluster, global_batch, framework, cal, top_k, allow_tiling))
+        # An enumerated configuration that fits uses none of the fine-grained knobs (the scan's count).
+        knobs = (None if ev.scanned and ev.n_feasible else fine_grained_knobs(
+            [cand.config for cand in ev.fitting] or [cand.config for cand, _, _ in ev.feasible]))
+        if top and knobs is not None:
+            hints = (f"only fine-grained memory policies fit: {knobs} (no configuration with all-or-nothing offload "
+                     "and recomputation does)", *hints)
+        result = SearchResult(
+            model=model.name, cluster=cluster.name, num_nodes=cluster.num_nodes, world_size=cluster.world_size,
+            framework=framework, objective=objective, top=top, pareto=pareto, space_size=space.size,
+            n_valid=space.n_valid, n_feasible=ev.n_feasible, n_evaluated=ev.n_evaluated, exhaustive=exhaustive,
+            elapsed_s=elapsed, study_name=name, hints=hints,
+        )
+        del space, ev  # freed now, by reference counting (_GcPause)
+    return result
 
 
 def _sweep_exhaustively(ev: Evaluator, blocks: Sequence[Block], cluster: ClusterSpec, model: ModelSpec,
-                        objective: Objective, name: str, top_k: int, progress: ProgressFn | None) -> optuna.Study:
-    """The exact answer by branch and bound, told to a new study: memory of every configuration (the
-    exact feasible count), then the Pareto front and the top k by branch and bound over those that fit."""
+                        objective: Objective, top_k: int, progress: ProgressFn | None) -> None:
+    """The exact answer by branch and bound, in ``ev``: memory of every configuration (the exact feasible
+    count), then the Pareto front and the top k by branch and bound over those that fit. No study is
+    told: an in-memory one would be dropped unread (building it took a tenth of a 660,000-configuration
+    search, mostly Optuna copying each trial); a search with ``storage`` records its configurations
+    (:func:`search._study.config_trials`)."""
     fitting = ev.scan_memory(blocks)
     bounds = ev.row_bounds(fitting)
     pareto_sweep(fitting, ev, bounds)
     sweep(fitting, ev, top_k, "throughput", progress, bounds=bounds)
     # Fine-grained memory policies, derived where they may come within the best one's band (issue 18).
-    band = sweep_band({row.runtime for row in fitting.rows}, cluster, model.moe is not None)
+    band = sweep_band(fitting.runtimes, cluster, model.moe is not None)
     derived = ev.derive_partials(ev.threshold_tokens_per_s(band), bounds)
     if derived:
         pareto_refine(derived, ev)
@@ -173,25 +182,30 @@ def _sweep_exhaustively(ev: Evaluator, blocks: Sequence[Block], cluster: Cluster
     if objective != "pareto":
         equivalence_sweep([(fitting, bounds), (derived, [ev.upper_bound_tokens_per_s(c) for c in derived])], ev,
                           top_k)
-    study = tell_study(ev, objective, name, top_k)
     ev.release_scan()
-    return study
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
+class _GcPause:
     """Python's cyclic garbage collector off while a search enumerates and sweeps its 10^5-10^6
     blocks, rows, tuples and caches: they hold no cycles, yet every collection of the oldest
-    generation walks all of them (a third of a 660,000-configuration search's time). Back on
-    afterwards if it was on. The switch is process-wide: a search running alongside in another
-    thread is only slower or faster, not changed."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
+    generation walks all of them (a third of a 660,000-configuration search's time), and the first
+    collection after the collector comes back walks every object made meanwhile that is still alive
+    (0.05-0.08 s after a MoE search: drop what is done with before :meth:`end`). Back on at
+    :meth:`end` or on leaving the ``with`` block, if it was on. The switch is process-wide: a search
+    running alongside in another thread is only slower or faster, not changed."""
+
+    def __enter__(self) -> _GcPause:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def end(self) -> None:
+        if self._was_enabled:
             gc.enable()
+            self._was_enabled = False
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
 
 
 def check_moe_exchange(model: ModelSpec, framework: FrameworkTarget, moe_dispatcher: str,

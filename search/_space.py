@@ -57,9 +57,9 @@ De-duplication (one entry per configuration that runs the same, the simplest kep
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Literal, NamedTuple, get_args
 
 from search._checks import divisors
@@ -174,6 +174,10 @@ class Block(NamedTuple):
                     yield Candidate(runtime, shared)
                 else:
                     yield Candidate(runtime, self.config(mb, placement, tiles))
+
+
+_block: Callable[[tuple[object, ...]], Block] = partial(tuple.__new__, Block)
+"""``Block(*fields)`` without the Python-level ``__new__`` of a named tuple (a space holds 10^4-10^5)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,6 +388,9 @@ def enumerate_space(
 
     blocks: list[Block] = []
     n_valid = 0
+    labelled: dict[tuple[object, ...], list[_Labelled]] = {}
+    # What moe_exchange_of and cuda_graphs_of give every block when nothing is asked for (most searches).
+    no_exchange, no_graphs = moe_exchange == NO_EXCHANGE, cuda_graphs == "none"
     variants_of: dict[tuple[object, ...], tuple[Variant, ...]] = {}
     # A block's micro-batch entries and their count, shared by the blocks that run the same runtimes
     # over the same micro-batches and schedule.
@@ -413,13 +420,14 @@ def enumerate_space(
                     if not live:
                         continue
                     options = _labelled_policies(live, pp > 1, dp * cp > 1, allow_untested)
-                    # The runtimes of a policy depend on the expert degrees only through whether there are
-                    # any: listed once per (sp, overlap, experts or not) of this layout.
-                    labelled: dict[tuple[bool, bool, bool], list[_Labelled]] = {}
                     for (sp, overlap), (ep, etp) in ((s, e) for s in sps for e in experts):
-                        runs = labelled.get((sp, overlap, ep * etp > 1))
+                        # The runtimes of a policy depend on the expert degrees only through whether there are
+                        # any, and on tp, pp, vp and cp through whether each is above 1 (the support matrix's
+                        # key, _status): listed once per such key.
+                        runs_key = (options, tp > 1, pp > 1, vp > 1, cp > 1, sp, overlap, ep * etp > 1, dp > 1)
+                        runs = labelled.get(runs_key)
                         if runs is None:
-                            runs = labelled[(sp, overlap, ep * etp > 1)] = _labelled_runs(
+                            runs = labelled[runs_key] = _labelled_runs(
                                 options, recomputes, tp, pp, vp, cp, sp, overlap, ep * etp > 1, dp > 1, allow_untested)
                         for zero, opt, param, rc, labels, placed in runs:
                             tiled = allow_tiling and zero == 3 and "deepspeed" in labels
@@ -439,10 +447,12 @@ def enumerate_space(
                                                                  sum(len(v) for _mb, v in entries))
                             if entries_n[0]:
                                 n_valid += entries_n[1]
-                                exchange = moe_exchange_of(moe_exchange, pp, vp, ep, etp, rc)
-                                blocks.append(Block(dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt,
-                                                    param, rc, entries_n[0], exchange,
-                                                    cuda_graphs_of(cuda_graphs, moe, ep, zero, exchange)))
+                                exchange = NO_EXCHANGE if no_exchange else moe_exchange_of(moe_exchange, pp, vp, ep,
+                                                                                           etp, rc)
+                                blocks.append(_block((dp, tp, pp, vp, cp, sp, overlap, layout, ep, etp, zero, opt,
+                                                      param, rc, entries_n[0], exchange,
+                                                      "none" if no_graphs else cuda_graphs_of(cuda_graphs, moe, ep,
+                                                                                              zero, exchange))))
 
     n_micro = len(mbs) if mbs is not None else len(divisors(global_batch))
     size = (len(runtimes) * len(world_divisors) ** 3 * len(divisors(model.layers)) * 3 * n_micro

@@ -1,5 +1,5 @@
-"""The Optuna side of a search: the study of an exact sweep, the sampler for large spaces, and
-shared storage for several workers. optuna is imported where it is used: it takes over a second
+"""The Optuna side of a search: the sampler for large spaces, shared storage for several workers,
+and the configuration study a shared search records. optuna is imported where it is used: it takes over a second
 to import, and ``autopar predict`` never needs it."""
 
 from __future__ import annotations
@@ -88,17 +88,6 @@ def _trial(cand: Candidate, pred: Prediction, values: list[float],
         user_attrs={"iteration_time_s": pred.iteration_time_s, "peak_memory_bytes": pred.peak_memory_bytes_per_gpu,
                     "bottleneck": pred.bottleneck},
     )
-
-
-def tell_study(ev: Evaluator, objective: str, name: str, top_k: int) -> optuna.Study:
-    """An in-memory study holding the ranked results of an exhaustive sweep, the Pareto front and a
-    sample of the other timed configurations (:func:`config_trials`; telling every evaluated
-    configuration would cost more than evaluating it)."""
-    import optuna
-
-    study = optuna.create_study(study_name=name, directions=_directions(objective))
-    study.add_trials(config_trials(ev, objective, top_k))
-    return study
 
 
 def warm_start(candidates: Sequence[Candidate], cluster: ClusterSpec, ev: Evaluator, limit: int) -> list[Candidate]:

@@ -138,8 +138,7 @@ def pareto_sweep(fitting: FitList, ev: Evaluator, bounds: Sequence[float]) -> No
     bound does not exceed the best throughput already timed at as much headroom or more is
     dominated and skipped. The front of the timed configurations is then the front of the space.
     ``bounds``: each one's :meth:`Evaluator.upper_bound_tokens_per_s`."""
-    rows, capacity = fitting.rows, ev.cluster.gpu.memory_bytes
-    headroom = capacity - np.fromiter((row.peak_bytes for row in rows), dtype=float, count=len(rows))
+    headroom = ev.cluster.gpu.memory_bytes - np.array(fitting.peaks, dtype=float)
     # Most headroom first; ties in the scan's order (a stable sort of the negated headroom).
     order = np.argsort(-headroom, kind="stable")
     ordered = np.asarray(bounds, dtype=float)[order]
