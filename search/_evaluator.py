@@ -350,7 +350,7 @@ class Evaluator:
                     states = states_by_policy.get((runtime, zero, opt, param, ep, etp, tiles))
                     if states is None:
                         # :meth:`GpuPeak.state_key` written out (blocks offload whole optimizers: fraction 1).
-                        held = gpu_peak.known_states((runtime, dp, tp, pp, vp if gpu_peak.states_by_vp else 1, cp,
+                        held = gpu_peak.known_states((runtime, dp * cp, tp, pp, vp if gpu_peak.states_by_vp else 1,
                                                       zero, opt, param, 1.0, layout, ep, etp, tiles))
                         if held is None:
                             held = gpu_peak.states(block.config(pair_mbs[0], placements[0], tiles) if tiles > 1 else

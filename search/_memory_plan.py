@@ -362,9 +362,11 @@ class GpuPeak:
         return self._states.get(key)
 
     def state_key(self, config: ParallelConfig, framework: str) -> tuple[object, ...]:
-        """What the model states depend on (the scan writes the same tuple from a block's fields)."""
+        """What the model states depend on (the scan writes the same tuple from a block's fields): dp and cp
+        only through dp x cp, the group ZeRO shards over (the expert data-parallel group is tp x cp x dp /
+        (ep x etp)), so configurations that trade dp for cp share them."""
         c = config
-        return (framework, c.dp, c.tp, c.pp, c.vp if self.states_by_vp else 1, c.cp, c.zero_stage,
+        return (framework, c.dp * c.cp, c.tp, c.pp, c.vp if self.states_by_vp else 1, c.zero_stage,
                 c.offload_optimizer, c.offload_param, c.optimizer_offload_fraction, c.stage_layers, c.ep, c.etp,
                 c.tiles)
 
