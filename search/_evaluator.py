@@ -1,17 +1,17 @@
-"""Evaluating configurations for a search: the memory scan of every candidate, the fine-grained
-memory policies it may derive (issue 18), throughput bounds, and timing (the sweeps that use them:
-:mod:`search._sweeps`; the ranking of what was timed: :mod:`search._ranking`)."""
+"""Evaluating configurations for a search: the memory scan of every candidate (its rows:
+:mod:`search._fit_rows`), the fine-grained memory policies it may derive (issue 18), throughput bounds,
+and timing (the sweeps that use them: :mod:`search._sweeps`; the ranking of what was timed:
+:mod:`search._ranking`)."""
 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import cached_property, partial
-from itertools import chain
+from functools import partial
 from operator import add
-from typing import Any, NamedTuple, cast, overload
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -19,9 +19,10 @@ import numpy.typing as npt
 from search._bounds import BoundBatch, BoundGroup, ThroughputBounds
 from search._calibration import Calibration
 from search._cluster_spec import ClusterSpec
+from search._fit_rows import FitList, FitRow, FitSpan, ScanOutcome, Walk, walk_of
 from search._memory_plan import GpuPeak, MemoryPlan, host_breakdown
 from search._model_spec import ModelSpec
-from search._parallel_spec import CudaGraphs, Framework, ParallelConfig, Placement, Precision, Recompute, TrainingSpec
+from search._parallel_spec import CudaGraphs, Framework, ParallelConfig, Precision, Recompute, TrainingSpec
 from search._predict import (
     MicroBatchTerms,
     predict,
@@ -29,7 +30,7 @@ from search._predict import (
 )
 from search._prediction import Prediction
 from search._ranking import objective_score
-from search._space import NO_EXCHANGE, Block, Candidate, MoEExchange, Variant
+from search._space import NO_EXCHANGE, Block, Candidate, MoEExchange
 from search._support import support_status
 
 ProgressFn = Callable[[int, int], None]
@@ -39,70 +40,6 @@ _OFFLOAD_SHARES: tuple[float, ...] = tuple(i / 20 for i in range(1, 20))
 
 def _with_offload_share(config: ParallelConfig, share: float) -> ParallelConfig:
     return replace(config, optimizer_offload_fraction=round(share, 2))
-
-
-class _PairWalk(NamedTuple):
-    """One (runtime, tiles) pair of a block's entries, micro-batch by micro-batch."""
-
-    pair: tuple[Framework, int]
-    micro_batches: tuple[int, ...]
-    """The micro-batches it has a candidate at, ascending."""
-    firsts: tuple[int, ...]
-    """Per micro-batch, the index in the walk of its first candidate there (the one the scan plans)."""
-    placements: tuple[Placement, ...]
-    """Per micro-batch, that candidate's placement."""
-    steps: tuple[tuple[int, ...], ...]
-    """Per micro-batch, the indices in the walk of its candidates there (placements: the same bytes)."""
-
-
-class _Walk(NamedTuple):
-    """A block's entries as :meth:`Evaluator.scan_memory` walks them: candidate by candidate (their
-    index in the walk), micro-batch ascending. Blocks share their entries (search._space.enumerate_space):
-    computed once per entries."""
-
-    pairs: tuple[_PairWalk, ...]
-    present: frozenset[tuple[int, Framework, int]]
-    """The (micro-batch, runtime, tiles) candidates, placements aside."""
-    ends: dict[int, int]
-    """Per micro-batch, how many candidates the walk has visited at its end."""
-    micro_batches: tuple[int, ...]
-    """Each candidate's micro-batch."""
-    variants: tuple[Variant, ...]
-    """Each candidate's (runtime, placement, tiles)."""
-    runtime: Framework | None
-    """The candidates' runtime where they have one, else None."""
-    single: bool
-    """Whether the candidates have one (runtime, tiles) pair: the scan's rows of the block are then the
-    walk's first candidates, up to the first that does not fit."""
-
-
-def _walk_of(entries: tuple[tuple[int, tuple[Variant, ...]], ...]) -> _Walk:
-    micro_batches = [mb for mb, variants in entries for _v in variants]
-    variants = [v for _mb, vs in entries for v in vs]
-    ends, count = {}, 0
-    for mb, vs in entries:
-        count = ends[mb] = count + len(vs)
-    pairs: dict[tuple[Framework, int], list[tuple[int, Placement, list[int]]]] = {}
-    for index, (mb, (runtime, placement, tiles)) in enumerate(zip(micro_batches, variants, strict=True)):
-        at_mb = pairs.setdefault((runtime, tiles), [])
-        if at_mb and micro_batches[at_mb[-1][2][0]] == mb:
-            at_mb[-1][2].append(index)
-        else:
-            at_mb.append((mb, placement, [index]))
-    walks = tuple(_PairWalk(pair, tuple(mb for mb, _p, _s in at), tuple(steps[0] for _mb, _p, steps in at),
-                            tuple(p for _mb, p, _s in at), tuple(tuple(steps) for _mb, _p, steps in at))
-                  for pair, at in pairs.items())
-    present = frozenset((mb, runtime, tiles) for mb, (runtime, _p, tiles) in zip(micro_batches, variants, strict=True))
-    runtimes = {runtime for runtime, _placement, _tiles in variants}
-    return _Walk(walks, present, ends, tuple(micro_batches), tuple(variants),
-                 next(iter(runtimes)) if len(runtimes) == 1 else None, len(walks) == 1)
-
-
-ScanOutcome = tuple[int, tuple[int, ...] | None, list[float], list[tuple[int, float]], int, _Walk]
-"""What the memory scan finds in one block (:meth:`Evaluator.scan_memory`): how many of its candidates
-fit, their indices in its walk (None: the first ones), their peaks, the (index, peak) of the candidate
-each failing (runtime, tiles) pair first failed at (the walk's order), how many candidates the walk
-visited, and the walk."""
 
 
 def _may_recompute_layers(row: FitRow) -> bool:
@@ -122,85 +59,6 @@ def _recompute_gain(layer: MicroBatchTerms) -> float:
         rest_s = layer_s - recompute_s
         gain = max(gain, layer_s / rest_s if rest_s > 0 else float("inf"))
     return gain * (1.0 + 1e-9)
-
-
-class FitRow(NamedTuple):
-    """A candidate the scan looked at, with its peak: built into a :class:`Candidate` only when
-    a sweep times it or a refinement starts from it."""
-
-    block: Block
-    micro_batch: int
-    runtime: Framework
-    placement: Placement
-    tiles: int
-    peak_bytes: float
-
-    def candidate(self) -> Candidate:
-        return Candidate(self.runtime, self.block.config(self.micro_batch, self.placement, self.tiles))
-
-
-FitSpan = tuple[Block, int, _Walk, "tuple[int, ...] | None", list[float]]
-"""(block, index of its first row, its walk, the indices in the walk of its fitting candidates (None: the
-walk's first ones), their peak GPU bytes) of the fitting rows of one block in a :class:`FitList`."""
-
-
-class FitList(Sequence[Candidate]):
-    """The fitting candidates in the space's order, block by block (``spans``: a search holds 10^4-10^5
-    candidates and times 10^3), each built into a :class:`Candidate` on access; their micro-batches,
-    variants and peaks as columns on demand."""
-
-    def __init__(self, spans: list[FitSpan], runtimes: set[Framework]) -> None:
-        self.spans = spans
-        self.runtimes = runtimes
-        """The runtimes of the rows."""
-        self._starts = [start for _block, start, _walk, _at, _peaks in spans]
-        self._size = spans[-1][1] + len(spans[-1][4]) if spans else 0
-
-    def __len__(self) -> int:
-        return self._size
-
-    @cached_property
-    def peaks(self) -> list[float]:
-        """Each row's peak GPU bytes."""
-        return list(chain.from_iterable(peaks for _block, _start, _walk, _at, peaks in self.spans))
-
-    @cached_property
-    def micro_batches(self) -> list[int]:
-        """Each row's micro-batch."""
-        return list(chain.from_iterable(walk.micro_batches[:len(peaks)] if at is None else
-                                        [walk.micro_batches[j] for j in at]
-                                        for _block, _start, walk, at, peaks in self.spans))
-
-    @cached_property
-    def variants(self) -> list[Variant]:
-        """Each row's (runtime, placement, tiles)."""
-        return list(chain.from_iterable(walk.variants[:len(peaks)] if at is None else [walk.variants[j] for j in at]
-                                        for _block, _start, walk, at, peaks in self.spans))
-
-    def row(self, index: int) -> FitRow:
-        block, start, walk, at, peaks = self.spans[bisect_right(self._starts, index) - 1]
-        j = index - start if at is None else at[index - start]
-        return FitRow(block, walk.micro_batches[j], *walk.variants[j], peaks[index - start])
-
-    @property
-    def rows(self) -> list[FitRow]:
-        """Every row as a :class:`FitRow` (built on each call)."""
-        return [self.row(i) for i in range(len(self))]
-
-    @overload
-    def __getitem__(self, index: int) -> Candidate: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Candidate]: ...
-
-    def __getitem__(self, index: int | slice) -> Candidate | list[Candidate]:
-        if isinstance(index, slice):
-            return [self.row(i).candidate() for i in range(len(self))[index]]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        return self.row(index).candidate()
 
 
 class Evaluator:
@@ -292,13 +150,13 @@ class Evaluator:
         # (and is never looked at). Within a block (no two blocks share their fields) a configuration is
         # its (runtime, tiles) pair and micro-batch: the placement changes no byte. The pairs of a block
         # are walked one after another, each up to its first failure; its rows then come in the order
-        # of the block's candidates (:class:`_Walk`).
+        # of the block's candidates (:class:`Walk`).
         gpu_peak, batch = self._gpu_peak, self.trainings["megatron"].global_batch
         lb_of = {fw: gpu_peak.linear_input_bytes(fw) for fw in self.trainings}
         cap = self.cluster.gpu.memory_bytes - self.min_headroom_bytes
         overhead = self.cal.memory_overhead_bytes
         node = self.cluster.node
-        walks: dict[int, _Walk] = {}
+        walks: dict[int, Walk] = {}
         gpu_bytes, closest = self.cluster.gpu.memory_bytes, self.closest
         # Activations per micro-batch, for all blocks of one shape, schedule and saved linear-input width
         # (:meth:`GpuPeak.activation_key` less what they fix: dp follows from tp, pp and cp), with a
@@ -325,7 +183,7 @@ class Evaluator:
             walk_id = id(entries)  # blocks share their entries (search._space.enumerate_space)
             walk = walks.get(walk_id)
             if walk is None:
-                walk = walks[walk_id] = _walk_of(entries)
+                walk = walks[walk_id] = walk_of(entries)
             host = opt != "none" or param != "none"
             outcome_key = (sp, rc, ep, etp, zero, opt, param, walk_id)
             outcome = outcomes.get(outcome_key)

@@ -11,7 +11,8 @@ import numpy as np
 
 from search._cluster_spec import ClusterSpec
 from search._error_band import error_band, within_band
-from search._evaluator import Evaluator, FitList, ProgressFn
+from search._evaluator import Evaluator, ProgressFn
+from search._fit_rows import FitList
 from search._parallel_spec import Framework
 from search._prediction import Prediction
 from search._ranking import complexity, listing_key
