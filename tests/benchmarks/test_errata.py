@@ -265,3 +265,17 @@ def test_a_row_may_have_one_entry_of_each_kind_and_both_apply() -> None:
     layout_only, _ = correct_records(records, "runs_2024_2026.json", [e for e in mine if e.kind == "contradicts"])
     config = next(r for r in layout_only if r["id"] == rid)["config"]
     assert (config["pp"], config["ep"], config.get("moe_dispatcher")) == (1, 16, None)
+
+
+def test_the_gpt_oss_rows_are_completed_with_the_presets_architecture() -> None:
+    """The errata give the 11 GPT-OSS rows the model of their release, which is the preset's (Megatron-Bridge's
+    GPT-OSS provider): the same GLU, clamp, offset, YaRN, sinks and biases, so the rows test what a user's
+    GPT-OSS prediction costs."""
+    from search import model_preset
+
+    preset = model_preset("gpt-oss-120b")
+    fields = ("activation", "glu_clamp", "glu_linear_offset", "rope_yarn", "softmax_sinks", "bias")
+    rows = [r for r in read_corrected(DATA / "runs_2024_2026.json")[0].runs if "gpt-oss" in r.id]
+    assert len(rows) == 11
+    for run in rows:
+        assert {f: getattr(run.model, f) for f in fields} == {f: getattr(preset, f) for f in fields}, run.id
