@@ -57,6 +57,13 @@ SAVES_PER_CLAMPED_ELEMENT = 1
 the clamps' backward keeps the unclamped output and the fused GLU the clamped copy (``cat``'s result)."""
 
 
+def runs_op_fuser(model: ModelSpec, cuda_graphs: str) -> bool:
+    """Whether autopar's Megatron launch runs Transformer Engine's op fuser on the experts: an MoE model's
+    full-iteration CUDA graph, whose per-rank token budget needs it (``--use-transformer-engine-op-fuser``,
+    with ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``: :mod:`service.launch._megatron`, ``_launchers.framework_env``)."""
+    return model.moe is not None and cuda_graphs == "full-iteration"
+
+
 def expert_path(model: ModelSpec, gpu: GPUSpec, precision: str, cuda_graphs: str, framework: str) -> ExpertPath:
     """How Megatron-Core runs the experts of ``model``:
 
@@ -72,7 +79,7 @@ def expert_path(model: ModelSpec, gpu: GPUSpec, precision: str, cuda_graphs: str
       GLU with its clamp and the probabilities in FC1's epilogue and FC2's scaled bias in its own
       (``ops/fused/grouped_mlp.py`` ``fuse_grouped_mlp_ops``, ``_GroupedMLP_CuTeGEMMBase.is_supported``).
     """
-    if framework != "megatron" or model.moe is None or cuda_graphs != "full-iteration":
+    if framework != "megatron" or not runs_op_fuser(model, cuda_graphs):
         return "eager"
     if gpu.fp4_flop_per_s is not None and precision in ("mxfp8", "nvfp4"):
         return "fused"
@@ -137,5 +144,5 @@ def clamp_saved_bytes_per_copy(model: ModelSpec, expert_ffn: float) -> float:
 
 __all__ = ["CLAMP_BYTES_PER_ELEMENT", "EXPERT_BIAS_BYTES_PER_ELEMENT", "FUSED_ROPE_BYTES_PER_ELEMENT",
            "UNFUSED_ROPE_BYTES_PER_ELEMENT", "ExpertPath", "clamp_saved_bytes_per_copy", "clamp_total_bytes_per_copy",
-           "expert_bias_total_bytes_per_copy", "expert_path", "expert_path_warnings", "unfused_rope",
+           "expert_bias_total_bytes_per_copy", "expert_path", "expert_path_warnings", "runs_op_fuser", "unfused_rope",
            "unfused_rope_total_bytes_per_token"]

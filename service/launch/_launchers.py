@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from search import SpecError
+from search._unfused_paths import runs_op_fuser
 
 from ._base import EntryPoint, LaunchFiles, LaunchRequest
 from ._shell import command, export_lines, in_launch_dir, placeholder, quote
@@ -77,7 +78,7 @@ def framework_env(request: LaunchRequest) -> dict[str, str]:
             env["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
         elif c.tp > 1 or c.cp > 1:
             env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
-        if request.model.moe is not None and c.cuda_graphs == "full-iteration":
+        if runs_op_fuser(request.model, c.cuda_graphs):
             env["NVTE_CUTEDSL_FUSED_GROUPED_MLP"] = "1"
     if framework == "megatron-deepspeed" and c.tp > 1:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from search import ModelSpec, ParallelConfig, SpecError
+from search._unfused_paths import runs_op_fuser
 
 from ._base import EntryPoint, LaunchFiles, LaunchRequest
 from ._launchers import with_torchrun
@@ -325,7 +326,7 @@ def expert_args(m: ModelSpec, c: ParallelConfig) -> tuple[list[str], list[str]]:
                          "package (DeepEP; HybridEP is its hybrid-ep branch) in the training image")
         if c.moe_a2a_overlap:  # costed without --delay-wgrad-compute, which the recipes add: not emitted
             args.append("--overlap-moe-expert-parallel-comm")
-        if c.cuda_graphs == "full-iteration":
+        if runs_op_fuser(m, c.cuda_graphs):  # the graph's per-rank budget and the op fuser it needs
             graph, graph_notes = _graphed_expert_args(c)
             args += graph
             notes += graph_notes
