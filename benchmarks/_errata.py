@@ -124,8 +124,7 @@ def _erratum(entry: Any, where: str) -> Erratum:
                          "'contradicts' entry")
     for field, value in corrected.items():
         if field in CORRECTABLE_MOE:
-            if CORRECTABLE_MOE[field] == "flag" and not isinstance(value, bool):
-                raise ValueError(f"{where}: corrected {field} is {value!r}; give true or false")
+            _check_model_value(where, field, CORRECTABLE_MOE[field], value)  # a flag's check; a factor's below
             if CORRECTABLE_MOE[field] == "factor" and (isinstance(value, bool) or not isinstance(value, (int, float))
                                                        or not value >= 1):
                 raise ValueError(f"{where}: corrected {field} is {value!r}; give a capacity factor >= 1")
