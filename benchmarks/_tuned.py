@@ -1,8 +1,9 @@
 """Predict a published run whose configuration leaves fields unknown "as tuned".
 
 A source that does not state the micro-batch, sequence parallelism, recomputation, the virtual
-pipeline stages, the expert tensor-parallel degree or (Megatron-Bridge's Megatron-FSDP recipes) how
-many layers' activations it offloads still ran with some value of each, and a
+pipeline stages, the expert tensor-parallel degree, (Megatron-Bridge's Megatron-FSDP recipes) how
+many layers' activations it offloads or (a row no recipe of its release pins) the MoE token
+dispatcher still ran with some value of each, and a
 team publishing its throughput ran the fastest one that fit. So such a run
 (``CalibrationRun.unknown`` names its open fields) is predicted at its best: the fastest
 feasible prediction over every valid completion of the open fields, each value checked by
@@ -17,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from search import Calibration, ParallelConfig, Prediction, SpecError, check_compatible, predict
+from search._parallel_spec import MOE_DISPATCHERS
 from search._runs_file import CalibrationRun
 
 RECOMPUTES = ("none", "selective", "full")
@@ -39,6 +41,8 @@ def field_values(run: CalibrationRun, name: str) -> tuple[Any, ...]:
         return tuple(sorted({1, c.tp}))
     if name == "activation_offload_layers":  # none, or any number of layers short of all of them
         return tuple(range(model.layers))
+    if name == "moe_dispatcher":  # Megatron-Core's dispatchers, the loader's default (alltoall) first
+        return (c.moe_dispatcher, *(d for d in MOE_DISPATCHERS if d != c.moe_dispatcher))
     raise ValueError(f"{name!r} is not a configuration field the runs loader leaves open")
 
 
@@ -63,8 +67,9 @@ def completions(run: CalibrationRun) -> list[ParallelConfig]:
         return [run.config]
     names = [n for n in run.unknown if n not in ("stage_layers", "vp")] if "stage_layers" in run.unknown \
         else list(run.unknown)
+    # An open layout the runtime's listed forms cannot give at the run's vp keeps the loader's split.
     pipelines: list[dict[str, Any]] = ([{"vp": vp, "stage_layers": layout} for vp, layout in pipeline_options(run)]
-                                       if "stage_layers" in run.unknown else [{}])
+                                       if "stage_layers" in run.unknown else []) or [{}]
     out = []
     for pipeline in pipelines:
         for values in itertools.product(*(field_values(run, name) for name in names)):

@@ -177,10 +177,17 @@ def attention_window_of(value: Any) -> tuple[int, int | None]:
     return size, freq
 
 
-TUNABLE = ("micro_batch", "vp", "sp", "recompute", "stage_layers", "etp", "activation_offload_layers")
+TUNABLE = ("micro_batch", "vp", "sp", "recompute", "stage_layers", "etp", "activation_offload_layers",
+           "moe_dispatcher")
 """Configuration fields a source may leave open: :attr:`CalibrationRun.unknown` names them
 (``activation_offload_layers`` is in no record: a Megatron-Bridge Megatron-FSDP row leaves it open,
-:func:`search._runs_file.megatron_bridge_defaults`)."""
+:func:`search._runs_file.megatron_bridge_defaults`; ``moe_dispatcher`` is open where the record says
+:data:`UNKNOWN_DISPATCHER`)."""
+
+UNKNOWN_DISPATCHER = "unknown"
+"""``config.moe_dispatcher`` of a row whose token dispatcher no recipe of its release pins (an
+erratum of ``benchmarks/data/errata.json`` says so): the row ran one of Megatron-Core's dispatchers,
+so it is predicted as tuned over them (issue 11 item 7), not read as the alltoall default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,11 +354,9 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
     if cfg.get("cuda_graphs") not in (None, *CUDA_GRAPHS):
         refuse("config.cuda_graphs", f"{cfg['cuda_graphs']!r} is not costed ({', '.join(CUDA_GRAPHS)}: per-layer "
                "CUDA graphs leave part of each layer to the host by an amount the model does not know)", RUNTIME)
-    if cfg.get("moe_dispatcher") == "unknown":
-        refuse("config.moe_dispatcher", "the row's token dispatcher is unknown (no recipe of its release matches "
-               "it, and the recipes for its GPU run a flex dispatcher)", MOE)
-    elif cfg.get("moe_dispatcher") not in (None, *MOE_DISPATCHERS):
-        refuse("config.moe_dispatcher", f"{cfg['moe_dispatcher']!r} is not modelled ({', '.join(MOE_DISPATCHERS)}; "
+    if cfg.get("moe_dispatcher") not in (None, UNKNOWN_DISPATCHER, *MOE_DISPATCHERS):
+        refuse("config.moe_dispatcher", f"{cfg['moe_dispatcher']!r} is not modelled ({', '.join(MOE_DISPATCHERS)}, "
+               f"or {UNKNOWN_DISPATCHER!r} to predict the row as tuned over them; "
                "the allgather dispatcher is not)", MOE)
     first, last = cfg.get("first_stage_layers"), cfg.get("last_stage_layers")
     if (first is None) != (last is None):

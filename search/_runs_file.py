@@ -53,6 +53,7 @@ from search._errors import SpecError
 from search._model_spec import Activation, ModelSpec
 from search._moe_spec import MoESpec
 from search._parallel_spec import (
+    MOE_DISPATCHERS,
     Framework,
     ParallelConfig,
     Precision,
@@ -75,6 +76,7 @@ from search._runs_fields import (  # the loader's vocabulary; the public names r
     REFUSED_WHEN_SET,
     RUN_FIELDS,
     TUNABLE,
+    UNKNOWN_DISPATCHER,
     RecordRefused,
     Refusal,
     _refusals,
@@ -325,7 +327,8 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         ("stage_layers", uneven and first is None and given_layers is None),
         ("etp", cfg.get("etp") is None and int(cfg.get("ep") or 1) > 1 and tp > 1),
         ("activation_offload_layers", recipe_flags.get("activation_offload_open", False)
-         and cfg.get("activation_offload_layers") is None and cfg.get("recompute") in (None, "none"))) if is_open)
+         and cfg.get("activation_offload_layers") is None and cfg.get("recompute") in (None, "none")),
+        ("moe_dispatcher", cfg.get("moe_dispatcher") == UNKNOWN_DISPATCHER and int(cfg.get("ep") or 1) > 1)) if is_open)
     # Dropout is not in the published schema: take the framework's default (Megatron-LM and
     # Megatron-DeepSpeed --hidden-dropout/--attention-dropout 0.1; MPT/llm-foundry 0), or for a
     # Megatron-Bridge row its model provider's (megatron_bridge_defaults).
@@ -356,7 +359,9 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         tp_comm_overlap=bool(cfg.get("tp_comm_overlap") or recipe_flags.get("tp_comm_overlap", False)),
         ep=int(cfg.get("ep") or 1), etp=int(cfg.get("etp") or 1),
         activation_offload_layers=int(cfg.get("activation_offload_layers") or 0),
-        moe_dispatcher=cfg.get("moe_dispatcher") or "alltoall", moe_a2a_overlap=bool(cfg.get("moe_a2a_overlap")),
+        # an unknown dispatcher (open: :data:`UNKNOWN_DISPATCHER`) starts at the default, as other open fields
+        moe_dispatcher=cfg["moe_dispatcher"] if cfg.get("moe_dispatcher") in MOE_DISPATCHERS else "alltoall",
+        moe_a2a_overlap=bool(cfg.get("moe_a2a_overlap")),
         cuda_graphs=cfg.get("cuda_graphs") or "none",
     )
     grad_reduce_in_bf16 = cfg.get("grad_reduce_in_bf16")

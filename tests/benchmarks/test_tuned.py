@@ -114,3 +114,50 @@ def test_a_tie_keeps_the_loaders_default() -> None:
 def test_an_unknown_field_name_is_an_error() -> None:
     with pytest.raises(ValueError, match="not a configuration field"):
         field_values(run_from_record(BASE), "tp")
+
+
+def _moe_record(**config: Any) -> dict[str, Any]:
+    """A Megatron-Bridge Qwen3-235B-A22B row of runs_2024_2026.json (64 experts per GPU group, ep 16)."""
+    rows = json.loads((ROOT / "benchmarks" / "data" / "runs_2024_2026.json").read_text())
+    rec = copy.deepcopy(next(r for r in rows if r["id"].startswith("mbridge-25.11-gb300-qwen3-235b")))
+    rec["config"].update(config)
+    return rec
+
+
+def test_an_unknown_dispatcher_is_tuned_over_megatrons_dispatchers_and_a_known_one_is_kept() -> None:
+    from search._parallel_spec import MOE_DISPATCHERS
+
+    run = run_from_record(_moe_record(moe_dispatcher="unknown", recompute="none", vp=12))
+    assert "moe_dispatcher" in run.unknown and run.config.moe_dispatcher == "alltoall"
+    assert field_values(run, "moe_dispatcher") == ("alltoall", *(d for d in MOE_DISPATCHERS if d != "alltoall"))
+    configs = completions(run)
+    assert {c.moe_dispatcher for c in configs} == set(MOE_DISPATCHERS)
+    tuned = predict_tuned(run)
+    each = {c.moe_dispatcher: predict(run.model, run.cluster, c, run.training) for c in configs}
+    fastest = min((p.iteration_time_s, d) for d, p in each.items() if p.feasible)[1]
+    assert tuned.config.moe_dispatcher == fastest
+    assert tuned.prediction.iteration_time_s == min(p.iteration_time_s for p in each.values() if p.feasible)
+    # A row that states its dispatcher is predicted with it, whatever is faster.
+    pinned = run_from_record(_moe_record(moe_dispatcher="alltoall", recompute="none", vp=12))
+    assert "moe_dispatcher" not in pinned.unknown
+    assert {c.moe_dispatcher for c in completions(pinned)} == {"alltoall"}
+    assert predict_tuned(pinned).prediction.iteration_time_s > tuned.prediction.iteration_time_s
+
+
+def test_an_open_split_no_listed_form_gives_keeps_the_loaders_split_and_tunes_the_rest() -> None:
+    """DeepSeek-V3's 61 layers on pp 4 with vp 4: the runtime's listed forms give no split at that vp, so the
+    loader's stands, and the open recomputation is still tried at every value (it was left at 'none')."""
+    rows = json.loads((ROOT / "benchmarks" / "data" / "runs_2024_2026.json").read_text())
+    rec = next(r for r in rows if r["id"] == "mbridge-26.02-gb200-deepseek-v3-mxfp8-256g-gbs4096-mbs1-tp1pp4cp1vp4ep64")
+    run = run_from_record(rec)
+    assert {"stage_layers", "recompute"} <= set(run.unknown)
+    configs = completions(run)
+    assert {c.stage_layers for c in configs} == {run.config.stage_layers}
+    assert {c.recompute for c in configs} == {"none", "selective", "full"}
+
+
+def test_a_dispatcher_the_model_does_not_know_is_refused_naming_the_field() -> None:
+    from search._runs_file import RecordRefused
+
+    with pytest.raises(RecordRefused, match=r"config\.moe_dispatcher.*'allgather' is not modelled.*'unknown'"):
+        run_from_record(_moe_record(moe_dispatcher="allgather"))
