@@ -4,11 +4,37 @@ test checks its emitter on them, and ``test_targets.py`` runs every launch targe
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 
 import search
-from search import ModelSpec, TrainingSpec
+from search import ModelSpec, ParallelConfig, TrainingSpec
 from search._moe_spec import MLASpec, MoESpec
+from search._space import Block, Space
 from service.launch import LaunchRequest
+
+
+class _Refs:
+    """A space's candidates of one runtime (all runtimes: ``None``), in :attr:`search.Space.candidates`'s
+    order, as references whose configuration is built only when asked for: a seeded sample of a
+    million-configuration space (DeepSeek-V3 on 1,024 GPUs) then builds the configurations it picks, not all
+    of them (which took most of the launch tests' collection time). ``random.Random(seed).sample`` picks by
+    index, so it picks what it picked from the built list."""
+
+    def __init__(self, space: Space, runtime: str | None = None) -> None:
+        self._refs: list[tuple[Block, int, str, int]] = [
+            (block, mb, placement, tiles)
+            for block in space.blocks for mb, variants in block.entries
+            for rt, placement, tiles in variants if runtime is None or rt == runtime]
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def __getitem__(self, i: int) -> ParallelConfig:
+        block, mb, placement, tiles = self._refs[i]
+        return block.config(mb, placement, tiles)  # type: ignore[arg-type]
+
+    def sample(self, rng: random.Random, n: int) -> list[ParallelConfig]:
+        return [self[i] for i in rng.sample(range(len(self)), min(n, len(self)))]
 
 DEEPSPEED_MODEL = search.model_preset("gpt-1.7b")
 DEEPSEEK_V3 = ModelSpec(
@@ -34,8 +60,7 @@ def deepspeed_grid() -> list[tuple[str, search.ParallelConfig]]:
     picked: list[tuple[str, search.ParallelConfig]] = []
     for framework in ("deepspeed", "megatron-deepspeed"):
         space = search.enumerate_space(DEEPSPEED_MODEL, 8, 32, framework, micro_batches=(1, 2, 4))
-        configs = [c.config for c in space.candidates]
-        picked += [(framework, c) for c in random.Random(5).sample(configs, min(25, len(configs)))]
+        picked += [(framework, c) for c in _Refs(space).sample(random.Random(5), 25)]
     return picked
 
 
@@ -54,10 +79,9 @@ def megatron_sample() -> list[LaunchRequest]:
     for name in ("gpt-7.5b", "llama3-8b"):
         model = search.model_preset(name)
         space = search.enumerate_space(model, 64, 256, "megatron")
-        cands = [c for c in space.candidates if c.framework == "megatron"]
-        for cand in rng.sample(cands, min(20, len(cands))):
+        for config in _Refs(space, "megatron").sample(rng, 20):
             out.append(LaunchRequest(model=model, cluster=search.cluster_preset("dgx-a100-80gb", 8),
-                                     config=cand.config, training=TrainingSpec(256)))
+                                     config=config, training=TrainingSpec(256)))
     return out
 
 
@@ -69,9 +93,9 @@ def megatron_deepspeed_sample() -> list[LaunchRequest]:
     for name, nodes, batch in (("gpt-7.5b", 8, 256), ("llama2-70b", 16, 1024)):
         model = search.model_preset(name)
         cluster = search.cluster_preset("dgx-a100-80gb", nodes)
-        cands = list(search.enumerate_space(model, cluster.world_size, batch, framework).candidates)
-        for cand in rng.sample(cands, min(20, len(cands))):
-            out.append(LaunchRequest(model=model, cluster=cluster, config=cand.config,
+        refs = _Refs(search.enumerate_space(model, cluster.world_size, batch, framework))
+        for config in refs.sample(rng, 20):
+            out.append(LaunchRequest(model=model, cluster=cluster, config=config,
                                      training=TrainingSpec(batch, framework=framework)))
     return out
 
@@ -80,25 +104,29 @@ def expert_sample(model: ModelSpec, gpus: int, batch: int, n: int) -> list[Launc
     """``n`` Megatron-LM configurations of a mixture-of-experts ``model`` on ``gpus`` H100s."""
     cluster = search.cluster_preset("dgx-h100", gpus // 8)
     space = search.enumerate_space(model, gpus, batch, "megatron")
-    cands = [c for c in space.candidates if c.framework == "megatron"]
-    picked = random.Random(7).sample(cands, min(n, len(cands)))
-    return [LaunchRequest(model=model, cluster=cluster, config=c.config, training=TrainingSpec(batch)) for c in picked]
+    picked = _Refs(space, "megatron").sample(random.Random(7), n)
+    return [LaunchRequest(model=model, cluster=cluster, config=c, training=TrainingSpec(batch)) for c in picked]
+
+
+@lru_cache(maxsize=1)
+def _expert_samples() -> tuple[LaunchRequest, ...]:
+    return (*expert_sample(MIXTRAL, 64, 256, 15), *expert_sample(QWEN3_30B_A3B, 64, 256, 15),
+            *expert_sample(search.model_preset("deepseek-v3"), 1024, 2048, 10),
+            *expert_sample(search.model_preset("gpt-oss-120b"), 64, 512, 10))
 
 
 def expert_samples() -> list[LaunchRequest]:
-    """Mixtral- and Qwen3-30B-A3B-like models on 64 GPUs, DeepSeek-V3-like on 1024, GPT-OSS 120B on 64."""
-    return [*expert_sample(MIXTRAL, 64, 256, 15), *expert_sample(QWEN3_30B_A3B, 64, 256, 15),
-            *expert_sample(search.model_preset("deepseek-v3"), 1024, 2048, 10),
-            *expert_sample(search.model_preset("gpt-oss-120b"), 64, 512, 10)]
+    """Mixtral- and Qwen3-30B-A3B-like models on 64 GPUs, DeepSeek-V3-like on 1024, GPT-OSS 120B on 64
+    (built once per process: two test modules use them)."""
+    return list(_expert_samples())
 
 
 def torchtitan_sample() -> list[LaunchRequest]:
     """Every 151st configuration autopar's search enumerates for Llama 3 8B on 8 DGX H100 with FSDP."""
     model, cluster = search.model_preset("llama3-8b"), search.cluster_preset("dgx-h100", 8)
-    space = search.enumerate_space(model, cluster.world_size, 256, "fsdp")
-    return [LaunchRequest(model=model, cluster=cluster, config=cand.config,
-                          training=TrainingSpec(256, framework="fsdp"))
-            for cand in space.candidates[::151]]
+    refs = _Refs(search.enumerate_space(model, cluster.world_size, 256, "fsdp"))
+    return [LaunchRequest(model=model, cluster=cluster, config=refs[i], training=TrainingSpec(256, framework="fsdp"))
+            for i in range(0, len(refs), 151)]
 
 
 def request_id(request: LaunchRequest) -> str:
