@@ -9,7 +9,7 @@ from functools import lru_cache
 import search
 from search import ModelSpec, ParallelConfig, TrainingSpec
 from search._moe_spec import MLASpec, MoESpec
-from search._space import Block, Space
+from search._space import Block, Space, Variant
 from service.launch import LaunchRequest
 
 
@@ -21,20 +21,21 @@ class _Refs:
     index, so it picks what it picked from the built list."""
 
     def __init__(self, space: Space, runtime: str | None = None) -> None:
-        self._refs: list[tuple[Block, int, str, int]] = [
-            (block, mb, placement, tiles)
+        self._refs: list[tuple[Block, int, Variant]] = [
+            (block, mb, variant)
             for block in space.blocks for mb, variants in block.entries
-            for rt, placement, tiles in variants if runtime is None or rt == runtime]
+            for variant in variants if runtime is None or variant[0] == runtime]
 
     def __len__(self) -> int:
         return len(self._refs)
 
     def __getitem__(self, i: int) -> ParallelConfig:
-        block, mb, placement, tiles = self._refs[i]
-        return block.config(mb, placement, tiles)  # type: ignore[arg-type]
+        block, mb, (_runtime, placement, tiles) = self._refs[i]
+        return block.config(mb, placement, tiles)
 
     def sample(self, rng: random.Random, n: int) -> list[ParallelConfig]:
         return [self[i] for i in rng.sample(range(len(self)), min(n, len(self)))]
+
 
 DEEPSPEED_MODEL = search.model_preset("gpt-1.7b")
 DEEPSEEK_V3 = ModelSpec(
