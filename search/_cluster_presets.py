@@ -20,6 +20,14 @@ NVLINK_RING_EFFICIENCY = 0.78
 """NCCL ring all-reduce bus bandwidth over NVLink line rate per direction (232/300 on DGX A100)."""
 NETWORK_EFFICIENCY = 0.96
 """NCCL bus bandwidth over NIC line rate (192/200 GB/s with 8x HDR, NVIDIA/nccl #812)."""
+OMNI_PATH_NCCL_EFFICIENCY = 0.405
+"""NCCL bus bandwidth over NIC line rate on Intel Omni-Path, measured: NCCL has no Omni-Path
+transport of its own and runs its IB verbs one over the hfi1 driver. On four of Jean Zay's A100
+nodes (8 GPUs and 4x 100 Gb/s OPA each; 32 ranks, NCCL 2.10.3) a 4 GB fp32 all-reduce took 1.53 s:
+bus bandwidth 40.5 Gb/s, and each node's ring sent both its channels through one NIC (``NET/IB/3``)
+and received them through another (``NET/IB/1``), so one 100 Gb/s NIC carried 40.5 Gb/s
+(bigscience-workshop/bigscience ``experiments/bandwidth/all_reduce_bench-a100-n4.txt`` @ 358e3c8,
+2022-01-28; its README: "an issue with nccl that doesn't fully utilize Intel OPA full bandwidth")."""
 
 # Maximum achievable matmul FLOP/s (MAMF), bf16, fraction of dense peak: stas00/ml-engineering
 # compute/accelerator/README.md "Maximum Achievable Matmul FLOPS comparison table":

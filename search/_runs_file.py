@@ -47,7 +47,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from search._cluster_presets import GPUS, NETWORK_EFFICIENCY, NODES, NVLINK_RING_EFFICIENCY, gpu_preset
+from search._cluster_presets import (
+    GPUS,
+    NETWORK_EFFICIENCY,
+    NODES,
+    NVLINK_RING_EFFICIENCY,
+    OMNI_PATH_NCCL_EFFICIENCY,
+    gpu_preset,
+)
 from search._cluster_spec import ClusterSpec, NodeSpec
 from search._errors import SpecError
 from search._model_spec import Activation, ModelSpec
@@ -141,6 +148,16 @@ def network_bytes_per_s(text: str | None) -> float | None:
     return None
 
 
+_OMNI_PATH = re.compile(r"omni-?path|\bOPA\b", re.IGNORECASE)
+
+
+def network_efficiency(text: str | None) -> float:
+    """NCCL bus bandwidth over line rate on the fabric a free-text description names: Omni-Path's
+    measured :data:`OMNI_PATH_NCCL_EFFICIENCY` where it names Omni-Path, else InfiniBand's
+    :data:`NETWORK_EFFICIENCY`."""
+    return OMNI_PATH_NCCL_EFFICIENCY if text and _OMNI_PATH.search(text) else NETWORK_EFFICIENCY
+
+
 def _node(cluster: dict[str, Any]) -> NodeSpec:
     gpu_id = cluster["gpu"]
     if gpu_id not in GPUS:
@@ -152,7 +169,7 @@ def _node(cluster: dict[str, Any]) -> NodeSpec:
     node = replace(base, gpus_per_node=gpn, nvlink_domain_gpus=domain,
                    inter_node_bytes_per_s=base.inter_node_bytes_per_s * gpn / base.gpus_per_node)
     if (net := network_bytes_per_s(cluster.get("network"))) is not None:
-        node = replace(node, inter_node_bytes_per_s=net * NETWORK_EFFICIENCY)
+        node = replace(node, inter_node_bytes_per_s=net * network_efficiency(cluster.get("network")))
     if m := _NVLINKS.search(cluster.get("network") or ""):
         # Nodes without NVSwitch (e.g. 4 NVLinks per GPU): the per-GPU NVLink bandwidth.
         node = replace(node, intra_node_bytes_per_s=int(m.group(1)) * NVLINK_BYTES_PER_S_PER_LINK
@@ -496,4 +513,4 @@ def load_feasibility(path: str | Path) -> list[FeasibilityClaim]:
 
 __all__ = ["CATEGORIES", "CHECKED", "INFORMATIONAL", "MODELLED", "NODE_FOR_GPU", "REFUSED_WHEN_SET", "RUN_FIELDS",
            "TUNABLE", "CalibrationRun", "FeasibilityClaim", "RecordRefused", "Refusal", "RefusedRow", "RunsFile",
-           "load_feasibility", "load_runs", "network_bytes_per_s", "read_runs", "run_from_record"]
+           "load_feasibility", "load_runs", "network_bytes_per_s", "network_efficiency", "read_runs", "run_from_record"]

@@ -127,11 +127,12 @@ def test_a_malformed_file_is_a_clear_error(tmp_path: Path, capsys: pytest.Captur
 # --- Ranking: pairwise concordance -------------------------------------------------------------
 
 CONCORDANCE_MEASURED = (
-    "pairwise concordance at >10 % apart is 77.2 % (112/145 pairs; 75.1 % at >5 %, 78.0 % at >20 %) "
-    "on runs.json, measured 2026-11-30 after the pipeline-engine, CP and DP-traffic terms (67.6 % before): "
-    "all 33 discordant pairs are BLOOM prequel runs (32 of 181B on 384 A100): 21 involve the two dp=24 "
-    "pp=2 rows (predicted 23-26 % fast: Jean Zay's Omni-Path hypercube across 48 nodes is not modelled) "
-    "and 7 the gb=1568 row, 22 % slower than the same layout at gb=2048; 5 remain without either"
+    "pairwise concordance at >10 % apart is 84.1 % (122/145 pairs; 81.0 % at >5 %, 90.0 % at >20 %) "
+    "on runs.json, measured 2026-12-02 with Omni-Path's measured NCCL efficiency (77.2 % before it, 67.6 % "
+    "before the pipeline-engine, CP and DP-traffic terms): all 23 discordant pairs are BLOOM prequel runs: "
+    "12 involve the two dp=24 pp=2 rows (still predicted 11-13 % fast: their 24-node data-parallel rings "
+    "run slower than one NIC's measured rate shared by two GPUs) and 6 the gb=1568 row, measured in 113 s "
+    "a step against 114 s for the same layout at gb=2048; 5 remain without either"
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from search import SpecError
+from search._cluster_presets import NETWORK_EFFICIENCY, OMNI_PATH_NCCL_EFFICIENCY
 from search._runs_file import (
     CATEGORIES,
     CHECKED,
@@ -21,6 +22,8 @@ from search._runs_file import (
     load_feasibility,
     load_runs,
     megatron_bridge_defaults,
+    network_bytes_per_s,
+    network_efficiency,
     read_runs,
     run_from_record,
 )
@@ -342,3 +345,49 @@ def test_megatron_bridge_llama_and_qwen3_rows_take_their_providers_dropout() -> 
     deepseek = next(r for r in rows.values()
                     if r["model"]["name"].startswith("DeepSeek-V3") and "Megatron-Bridge" in r["software"])
     assert "dropout" not in megatron_bridge_defaults(deepseek, 1, "fp8")  # its provider sets none
+
+
+# --- The fabric a record names ------------------------------------------------------------------
+
+BLOOM_NETWORK = ("Jean Zay (IDRIS): 8x A100 80GB per node with NVLink (4 inter-GPU links), 4x Omni-Path 100 Gb/s "
+                 "per node (enhanced hypercube 8D), 2x AMD EPYC 7543 32-core, 512 GB RAM per node")
+
+
+@pytest.mark.parametrize(("network", "efficiency"), [
+    (BLOOM_NETWORK, OMNI_PATH_NCCL_EFFICIENCY),
+    ("4x OPA 100 Gb/s per node", OMNI_PATH_NCCL_EFFICIENCY),
+    ("8x 200 Gb/s HDR InfiniBand", NETWORK_EFFICIENCY),
+    (None, NETWORK_EFFICIENCY),
+])
+def test_the_inter_node_bandwidth_is_the_line_rate_at_the_named_fabrics_nccl_efficiency(
+        network: str | None, efficiency: float) -> None:
+    assert network_efficiency(network) == efficiency
+    if network is None:
+        return
+    line_rate = network_bytes_per_s(network)
+    assert line_rate is not None
+    node = run_from_record(_with("cluster.network", network)).cluster.node
+    assert node.inter_node_bytes_per_s == pytest.approx(line_rate * efficiency)
+
+
+def test_omni_paths_efficiency_reproduces_the_measured_all_reduce_it_comes_from() -> None:
+    """bigscience experiments/bandwidth/all_reduce_bench-a100-n4.txt: 32 ranks on 4 Jean Zay A100 nodes,
+    a 4 GB fp32 all-reduce in 1.53 s, each node's ring leaving through one 100 Gb/s NIC."""
+    node_line_rate = network_bytes_per_s(BLOOM_NETWORK)
+    assert node_line_rate == 50e9  # 4x 100 Gb/s
+    nic_bytes_per_s = node_line_rate / 4 * OMNI_PATH_NCCL_EFFICIENCY
+    ranks, size_bytes = 32, 500000 * 2000 * 4
+    assert 2 * (ranks - 1) / ranks * size_bytes / nic_bytes_per_s == pytest.approx(1.53, rel=0.01)
+
+
+def test_a_bloom_runs_data_parallel_reduction_is_costed_at_omni_paths_rate() -> None:
+    """The dp=24 pp=2 BLOOM row: its gradients cross 24 nodes, one GPU of each data-parallel ring per node
+    (two per NIC), so the data-parallel time scales with the fabric's efficiency."""
+    from search import predict
+
+    rec = next(r for r in json.loads(RUNS.read_text()) if "dp24tp8pp2-mbs1" in r["id"])
+    on_opa = run_from_record(rec)
+    on_ib = run_from_record(_with("cluster.network", "4x 100 Gb/s HDR InfiniBand", rec))
+    dp_opa, dp_ib = (predict(r.model, r.cluster, r.config, r.training).time_breakdown_s["dp_comm"]
+                     for r in (on_opa, on_ib))
+    assert dp_opa / dp_ib == pytest.approx(NETWORK_EFFICIENCY / OMNI_PATH_NCCL_EFFICIENCY, rel=0.01)
