@@ -168,13 +168,14 @@ def _node(cluster: dict[str, Any]) -> NodeSpec:
     domain = base.nvlink_domain_gpus if base.nvlink_domain_gpus % gpn == 0 else 0
     node = replace(base, gpus_per_node=gpn, nvlink_domain_gpus=domain,
                    inter_node_bytes_per_s=base.inter_node_bytes_per_s * gpn / base.gpus_per_node)
-    if (net := network_bytes_per_s(cluster.get("network"))) is not None:
-        node = replace(node, inter_node_bytes_per_s=net * network_efficiency(cluster.get("network")))
-    if m := _NVLINKS.search(cluster.get("network") or ""):
+    network = cluster.get("network") or ""
+    if (net := network_bytes_per_s(network)) is not None:
+        node = replace(node, inter_node_bytes_per_s=net * network_efficiency(network))
+    if m := _NVLINKS.search(network):
         # Nodes without NVSwitch (e.g. 4 NVLinks per GPU): the per-GPU NVLink bandwidth.
         node = replace(node, intra_node_bytes_per_s=int(m.group(1)) * NVLINK_BYTES_PER_S_PER_LINK
                        * NVLINK_RING_EFFICIENCY)
-    if m := _RAM.search(cluster.get("network") or ""):
+    if m := _RAM.search(network):
         node = replace(node, cpu_memory_bytes=int(m.group(1)) * (2**30 if m.group(2).upper() == "GB" else 2**40))
     return node
 

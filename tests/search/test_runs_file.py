@@ -12,6 +12,7 @@ import pytest
 
 from search import SpecError
 from search._cluster_presets import NETWORK_EFFICIENCY, OMNI_PATH_NCCL_EFFICIENCY
+from search._collectives import Link, all_reduce_time_s
 from search._runs_file import (
     CATEGORIES,
     CHECKED,
@@ -375,9 +376,8 @@ def test_omni_paths_efficiency_reproduces_the_measured_all_reduce_it_comes_from(
     a 4 GB fp32 all-reduce in 1.53 s, each node's ring leaving through one 100 Gb/s NIC."""
     node_line_rate = network_bytes_per_s(BLOOM_NETWORK)
     assert node_line_rate == 50e9  # 4x 100 Gb/s
-    nic_bytes_per_s = node_line_rate / 4 * OMNI_PATH_NCCL_EFFICIENCY
-    ranks, size_bytes = 32, 500000 * 2000 * 4
-    assert 2 * (ranks - 1) / ranks * size_bytes / nic_bytes_per_s == pytest.approx(1.53, rel=0.01)
+    one_nic = Link(node_line_rate / 4 * OMNI_PATH_NCCL_EFFICIENCY, 0.0, True)
+    assert all_reduce_time_s(500000 * 2000 * 4, 32, one_nic) == pytest.approx(1.53, rel=0.01)
 
 
 def test_a_bloom_runs_data_parallel_reduction_is_costed_at_omni_paths_rate() -> None:
