@@ -38,6 +38,18 @@ FLASH_BACKWARD_TO_FORWARD = 2.5
 """FlashAttention backward runs 5 matmuls against 2 forward (Dao 2023, arXiv:2307.08691 Sec. 3)."""
 CAUSAL_EXECUTED_FRACTION = 0.5
 """Causal FlashAttention skips fully masked blocks: it executes about half the full count."""
+ATTENTION_KEY_TILE = 128
+"""Keys per block of a tiled attention kernel (FlashAttention-2's and cuDNN's 128-row blocks, Dao 2023,
+arXiv:2307.08691 Sec. 3.1): a query block runs every key block its rows touch, whole."""
+FUSED_ATTENTION_HEAD_DIM_64_FACTOR = 0.6
+"""Throughput of cuDNN's fused attention at head dim 64 over its rate at head dim 128 (where the fused
+share was fitted), from NVIDIA/cudnn-frontend's SDPA training benchmark
+(``benchmark/sdpa_benchmark_training/results`` @ 3929da2): on H200 (cuDNN 9.19, bf16, 2026-02-27) GPT-OSS's
+64-wide heads ran 358 / 299 TFLOP/s forward / backward at 32K tokens next to Llama 3.1's 128-wide 688 / 581
+(0.52, 0.51; 0.58 once its 1,024-token window's block edges are charged); on GB300 (cuDNN 9.22, MXFP8,
+2026-04-24) the 64-wide backward, which runs the whole causal triangle under FP8, did 734 and 827 TFLOP/s at
+4K and 8K tokens next to Llama's 1,143 and 1,404 (0.64, 0.59). Head dims 192 (DeepSeek-V3's MLA) and 256
+ran at 0.92-1.0 of 128's: 1.0 from 128 up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +66,9 @@ class Kernels:
     gemm_overhead_s: float
     measured_gemm: tuple[tuple[float, float], ...] = ()
     """(log FLOPs, FLOP/s) of measured GEMMs, sorted; used instead of the roofline when present."""
+    fused_attention: bool = False
+    """``attention_flop_per_s`` is a fused (cuDNN) kernel's rate at head dim 128, scaled per model by
+    :func:`fused_attention_head_dim_factor`; FlashAttention-2's fitted rate is taken as is."""
 
 
 def measured_gemm_flop_per_s(flop: float, table: tuple[tuple[float, float], ...]) -> float:
@@ -70,13 +85,15 @@ def measured_gemm_flop_per_s(flop: float, table: tuple[tuple[float, float], ...]
 
 def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_efficiency: float,
                  hbm_bytes_per_s: float, cal: Calibration, gemm_speedup: float, fp32_flop_per_s: float,
-                 measured_gemm: tuple[tuple[float, float], ...] = (), attention_share: float | None = None) -> Kernels:
+                 measured_gemm: tuple[tuple[float, float], ...] = (), attention_share: float | None = None,
+                 fused_attention: bool = False) -> Kernels:
     """Combine datasheet peaks with the achievable fractions (measured, or fitted globally).
 
     FlashAttention runs at the GPU's best attention fraction times the fitted share of it
     reached by causal training shapes (``attention_share``: :attr:`Calibration.attention_efficiency`
     for FlashAttention-2, :attr:`Calibration.fused_attention_share` for a fused kernel). ``gemm_speedup``
-    is the precision recipe's speed-up over 16-bit GEMMs (:func:`search._predict.gemm_speedup`).
+    is the precision recipe's speed-up over 16-bit GEMMs (:func:`search._predict.gemm_speedup`);
+    ``fused_attention`` marks the attention rate as the fused kernel's (:attr:`Kernels.fused_attention`).
     """
     speedup = gemm_speedup
     matmul = peak_flop_per_s * matmul_efficiency * speedup
@@ -88,6 +105,7 @@ def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_eff
         hbm_bytes_per_s=hbm_bytes_per_s * cal.hbm_efficiency,
         gemm_overhead_s=cal.gemm_overhead_s,
         measured_gemm=tuple((math.log(f), r * speedup) for f, r in measured_gemm),
+        fused_attention=fused_attention,
     )
 
 
@@ -175,13 +193,16 @@ def linears_work_s(linears: tuple[tuple[int, int, str], ...], tokens: float, tp:
 
 
 def windowed_keys_per_query(window: int, kv_len: float) -> float:
-    """Keys a query attends to on a sliding-window layer, averaged over ``kv_len`` causal queries:
-    query i sees min(i + 1, w) keys, which averages ``w - w^2 / (2 kv_len)`` for w = min(window,
-    kv_len) (Beltagy et al. 2020, arXiv:2004.05150 Sec. 3.1, a band of w keys; = kv_len / 2, the
-    causal half, when the window spans the sequence). FlashAttention-2 runs the band's key blocks
-    only (Dao 2023, arXiv:2307.08691, local attention via ``window_size``); the partly masked blocks
-    at the band's edges are not charged."""
-    w = min(float(window), kv_len)
+    """Keys a query executes on a sliding-window layer, averaged over ``kv_len`` causal queries.
+
+    A query sees min(i + 1, w) keys, which averages ``w - w^2 / (2 kv_len)`` (Beltagy et al. 2020,
+    arXiv:2004.05150 Sec. 3.1, a band of w keys). A tiled kernel runs the band's key blocks only
+    (FlashAttention-2 local attention via ``window_size``, Dao 2023, arXiv:2307.08691), but whole: a
+    block of query rows spans w/B + 1 blocks of B = :data:`ATTENTION_KEY_TILE` keys, its diagonal one
+    half masked as on a full causal layer (whose count, half the keys, leaves that half-block out:
+    the fitted shares hold it). So the band is charged ``w + B/2`` wide; once that spans the sequence,
+    the causal half."""
+    w = min(float(window) + ATTENTION_KEY_TILE / 2, kv_len)
     return w - w * w / (2.0 * kv_len)
 
 
@@ -197,20 +218,34 @@ def executed_keys_per_query(model: ModelSpec, kv_len: float) -> float:
     return share * windowed_keys_per_query(model.attention_window, kv_len) + (1.0 - share) * full
 
 
+def fused_attention_head_dim_factor(dim_per_head: int) -> float:
+    """The fused kernel's rate at ``dim_per_head`` over its rate at 128 (:data:`FUSED_ATTENTION_HEAD_DIM_64_FACTOR`
+    at 64 and below, 1.0 from 128; linear between, where no measurement was published)."""
+    if dim_per_head >= 128:
+        return 1.0
+    if dim_per_head <= 64:
+        return FUSED_ATTENTION_HEAD_DIM_64_FACTOR
+    return FUSED_ATTENTION_HEAD_DIM_64_FACTOR + (1.0 - FUSED_ATTENTION_HEAD_DIM_64_FACTOR) * (dim_per_head - 64) / 64
+
+
 def attention_core_times(model: ModelSpec, tokens: float, kv_len: float, tp: int,
                          kernels: Kernels) -> tuple[float, float]:
     """Forward and backward time of the attention core (Q K^T, softmax, scores x V) on one of ``tp`` ranks.
 
     A sliding window (:attr:`ModelSpec.attention_window`) shortens FlashAttention's work per query
-    (:func:`executed_keys_per_query`); materialised scores are computed whole and masked."""
+    (:func:`executed_keys_per_query`); materialised scores are computed whole and masked. A fused
+    kernel's rate follows the head dim (:func:`fused_attention_head_dim_factor`)."""
     full_attention_flop = 2.0 * tokens * kv_len * (model.q_dim + model.attention_out_dim) / tp
+    rate = kernels.attention_flop_per_s
+    if kernels.fused_attention:
+        rate *= fused_attention_head_dim_factor(model.dim_per_head)
     if model.attention == "flash" and model.attention_window is not None:
         executed_flop = 2.0 * tokens * executed_keys_per_query(model, kv_len) * (
             model.q_dim + model.attention_out_dim) / tp
-        attention = executed_flop / kernels.attention_flop_per_s
+        attention = executed_flop / rate
         return attention, FLASH_BACKWARD_TO_FORWARD * attention
     if model.attention == "flash":
-        attention = CAUSAL_EXECUTED_FRACTION * full_attention_flop / kernels.attention_flop_per_s
+        attention = CAUSAL_EXECUTED_FRACTION * full_attention_flop / rate
         return attention, FLASH_BACKWARD_TO_FORWARD * attention
     # Materialised scores: two batched GEMMs (Q K^T with inner dimension head_dim, scores x V
     # with output width head_dim) plus the score traffic. 16-bit tensor cores need every GEMM

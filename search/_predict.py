@@ -92,7 +92,7 @@ def _kernels(gpu: GPUSpec, precision: str, cal: Calibration, framework: str = ""
     kernels = make_kernels(peak, gpu.matmul_efficiency, attention_efficiency(gpu, framework), gpu.hbm_bytes_per_s,
                            cal,
                            gemm_speedup(gpu, precision, cal), gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size,
-                           cal.fused_attention_share if fused else cal.attention_efficiency)
+                           cal.fused_attention_share if fused else cal.attention_efficiency, fused)
     return kernels, mfu_peak
 
 

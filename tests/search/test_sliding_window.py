@@ -7,7 +7,14 @@ import dataclasses
 import pytest
 
 from search import ModelSpec, SpecError
-from search._compute_time import Kernels, attention_core_times, windowed_keys_per_query
+from search._compute_time import (
+    ATTENTION_KEY_TILE,
+    FUSED_ATTENTION_HEAD_DIM_64_FACTOR,
+    Kernels,
+    attention_core_times,
+    fused_attention_head_dim_factor,
+    windowed_keys_per_query,
+)
 from search._flops import layer_attention_flop, model_flop_per_iteration
 from search._model_presets import model_preset
 
@@ -44,7 +51,17 @@ def test_megatron_skip_frequency_makes_every_nth_layer_full() -> None:
 def test_a_window_of_the_whole_sequence_is_the_causal_half() -> None:
     assert windowed_keys_per_query(4096, 4096) == 2048
     assert windowed_keys_per_query(10**6, 4096) == 2048
-    assert windowed_keys_per_query(128, 4096) == 128 - 128 * 128 / 8192
+    assert windowed_keys_per_query(4096 - ATTENTION_KEY_TILE // 2, 4096) == 2048  # its blocks span it
+
+
+def test_a_narrow_window_runs_its_edge_blocks_whole() -> None:
+    # A 128-key window spans two 128-key blocks per query block, the diagonal one half masked, as on a
+    # full causal layer: 192 keys charged per query at 4K tokens, not the 128 the band holds.
+    band = 128 + ATTENTION_KEY_TILE / 2
+    assert windowed_keys_per_query(128, 4096) == band - band * band / 8192
+    assert windowed_keys_per_query(128, 4096) > 1.45 * (128 - 128 * 128 / 8192)
+    # Wide windows barely notice it (a 1,024-key band: 6 % more keys).
+    assert windowed_keys_per_query(1024, 65536) / (1024 - 1024 * 1024 / 131072) == pytest.approx(1.0625, rel=1e-3)
 
 
 def test_a_windowed_layer_runs_a_band_instead_of_the_causal_half() -> None:
@@ -68,6 +85,34 @@ def test_model_flops_count_the_band_on_windowed_layers() -> None:
     assert layer_attention_flop(full, tokens, 4096) == per_key * 4096
     assert layer_attention_flop(spec, tokens, 4096) == per_key * (0.5 * 128 + 0.5 * 4096)
     assert model_flop_per_iteration(spec, 8) < model_flop_per_iteration(full, 8)
+
+
+def test_fused_attention_runs_64_wide_heads_slower() -> None:
+    fused = dataclasses.replace(KERNELS, fused_attention=True)
+    gpt_oss = _full(model_preset("gpt-oss-120b"))  # 64-wide heads
+    qwen = model_preset("qwen3-30b-a3b")  # 128-wide heads
+    assert gpt_oss.dim_per_head == 64 and qwen.dim_per_head == 128
+    for spec, factor in ((gpt_oss, FUSED_ATTENTION_HEAD_DIM_64_FACTOR), (qwen, 1.0)):
+        fwd, bwd = attention_core_times(spec, 4096.0, 4096.0, 1, fused)
+        ref_fwd, ref_bwd = attention_core_times(spec, 4096.0, 4096.0, 1, KERNELS)
+        assert fwd == pytest.approx(ref_fwd / factor)
+        assert bwd == pytest.approx(ref_bwd / factor)
+    # FlashAttention-2's fitted rate (not fused) is one rate for every head dim.
+    assert not KERNELS.fused_attention
+    assert fused_attention_head_dim_factor(64) == fused_attention_head_dim_factor(32) == 0.6
+    assert fused_attention_head_dim_factor(96) == pytest.approx(0.8)
+    assert fused_attention_head_dim_factor(128) == fused_attention_head_dim_factor(192) == 1.0
+
+
+def test_megatron_core_attention_is_fused_on_hopper_and_blackwell_only() -> None:
+    from search import Calibration
+    from search._cluster_presets import GPUS
+    from search._predict import _kernels
+    cal = Calibration()
+    assert _kernels(GPUS["gb300-nvl72"], "bf16", cal, "megatron")[0].fused_attention
+    assert _kernels(GPUS["h100-sxm5-80gb"], "bf16", cal, "megatron")[0].fused_attention
+    assert not _kernels(GPUS["a100-sxm4-80gb"], "bf16", cal, "megatron")[0].fused_attention
+    assert not _kernels(GPUS["h100-sxm5-80gb"], "bf16", cal, "torchtitan")[0].fused_attention
 
 
 def test_a_model_without_window_is_costed_as_before() -> None:
