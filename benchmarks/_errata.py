@@ -11,8 +11,8 @@ published values, the corrected ones, the reason and the evidence (file, commit 
 holds the published values (a changed data file is an error, never a silent patch); the benchmarks
 that fit and score the model read the data through it, and ``fidelity.py --as-published`` reads
 the rows as printed. An erratum corrects what a run was, never what it measured: only the layout,
-the MoE dispatcher and overlap, recomputation, activation offload, CUDA graphs and the capacity of a
-token-dropping MoE can be corrected (a row the model cannot express is then refused with its reason,
+the MoE dispatcher and overlap, recomputation, activation offload, CUDA graphs, FP8 attention and the
+capacity of a token-dropping MoE can be corrected (a row the model cannot express is then refused with its reason,
 as any other).
 """
 
@@ -36,8 +36,8 @@ CORRECTABLE_TEXT = {"moe_dispatcher": None, "recompute": ("none", "selective", "
                     "cuda_graphs": ("none", "full-iteration")}
 """Settings a recipe fixes that the tables do not print (a dispatcher the loader then refuses, say),
 with their allowed values (None: any name)."""
-CORRECTABLE_FLAG = frozenset({"moe_a2a_overlap"})
-"""On/off settings a recipe fixes (Megatron-Core's expert all-to-all overlap)."""
+CORRECTABLE_FLAG = frozenset({"moe_a2a_overlap", "fp8_attention"})
+"""On/off settings a recipe fixes (Megatron-Core's expert all-to-all overlap, Transformer Engine's FP8 attention)."""
 CORRECTABLE_COUNT = frozenset({"activation_offload_layers"})
 """Counts a recipe fixes that may be zero (Megatron-Core's --cpu-offloading-num-layers)."""
 CORRECTABLE_MOE = {"model.moe.capacity_factor": "factor", "model.moe.pad_to_capacity": "flag"}

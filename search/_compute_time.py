@@ -50,6 +50,31 @@ share was fitted), from NVIDIA/cudnn-frontend's SDPA training benchmark
 2026-04-24) the 64-wide backward, which runs the whole causal triangle under FP8, did 734 and 827 TFLOP/s at
 4K and 8K tokens next to Llama's 1,143 and 1,404 (0.64, 0.59). Head dims 192 (DeepSeek-V3's MLA) and 256
 ran at 0.92-1.0 of 128's: 1.0 from 128 up."""
+FP8_WINDOWED_BACKWARD_IS_CAUSAL = True
+"""cuDNN's FP8 attention backward does not skip a sliding window's masked blocks: it runs the whole causal
+triangle. NVIDIA/cudnn-frontend's SDPA benchmark (``results/gpt_oss/gb300/gpt_oss_20260424_100022.csv`` and
+the GB200 file, cuDNN 9.22, 128-token window, 64-wide heads, batch 2 x 128 heads): MXFP8 backward 0.58,
+1.87, 6.65, 25.0 and 96.9 ms at 2K, 4K, 8K, 16K and 32K tokens (FP8 0.47-74.8), growing as the square of
+the sequence, where BF16's 0.23, 0.44, 0.86, 1.71 and 3.45 ms grow with it; its forward keeps the window
+(0.175 ms MXFP8 against 0.202 BF16 at 4K)."""
+FP8_ATTENTION_TIME_FACTOR: dict[tuple[bool, str], float] = {
+    (True, "mxfp8"): 0.754, (True, "fp8"): 0.609,
+    (False, "mxfp8"): 1.028, (False, "fp8"): 0.890,
+}
+"""Forward + backward time of cuDNN's FP8 attention over BF16's, by (MLA shape, recipe): the geometric mean
+over causal 2K, 4K and 8K tokens on GB200 and GB300 of NVIDIA/cudnn-frontend's SDPA training benchmark
+(``benchmark/sdpa_benchmark_training/results/*/gb200|gb300/*_20260424_*.csv`` @ 3929da2, cuDNN 9.22).
+MLA's 192-wide queries and keys with 128-wide values (DeepSeek-V3, Kimi K2.6, 12 points each): MXFP8
+0.708-0.799, per-tensor FP8 0.564-0.661; 128-wide heads (Llama 3.1, 6 points): MXFP8 0.951-1.103, FP8
+0.767-0.994. Other widths take the 128-wide figure (none published)."""
+
+
+def fp8_attention_time_factor(model: ModelSpec, recipe: str) -> float:
+    """:data:`FP8_ATTENTION_TIME_FACTOR` for ``model``'s attention shape under ``recipe`` (``fp8`` or
+    ``mxfp8``); 1.0 for BF16 attention (``recipe`` empty)."""
+    if not recipe:
+        return 1.0
+    return FP8_ATTENTION_TIME_FACTOR[(model.mla is not None, recipe)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +94,10 @@ class Kernels:
     fused_attention: bool = False
     """``attention_flop_per_s`` is a fused (cuDNN) kernel's rate at head dim 128, scaled per model by
     :func:`fused_attention_head_dim_factor`; FlashAttention-2's fitted rate is taken as is."""
+    fp8_attention: str = ""
+    """The FP8 recipe the attention core runs in (``fp8``, ``mxfp8``; :attr:`search.TrainingSpec.fp8_attention`),
+    empty for BF16 attention: its measured speed (:func:`fp8_attention_time_factor`) and a sliding-window
+    layer's backward over the whole causal triangle (:func:`attention_core_times`)."""
 
 
 def measured_gemm_flop_per_s(flop: float, table: tuple[tuple[float, float], ...]) -> float:
@@ -86,14 +115,15 @@ def measured_gemm_flop_per_s(flop: float, table: tuple[tuple[float, float], ...]
 def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_efficiency: float,
                  hbm_bytes_per_s: float, cal: Calibration, gemm_speedup: float, fp32_flop_per_s: float,
                  measured_gemm: tuple[tuple[float, float], ...] = (), attention_share: float | None = None,
-                 fused_attention: bool = False) -> Kernels:
+                 fused_attention: bool = False, fp8_attention: str = "") -> Kernels:
     """Combine datasheet peaks with the achievable fractions (measured, or fitted globally).
 
     FlashAttention runs at the GPU's best attention fraction times the fitted share of it
     reached by causal training shapes (``attention_share``: :attr:`Calibration.attention_efficiency`
     for FlashAttention-2, :attr:`Calibration.fused_attention_share` for a fused kernel). ``gemm_speedup``
     is the precision recipe's speed-up over 16-bit GEMMs (:func:`search._predict.gemm_speedup`);
-    ``fused_attention`` marks the attention rate as the fused kernel's (:attr:`Kernels.fused_attention`).
+    ``fused_attention`` marks the attention rate as the fused kernel's (:attr:`Kernels.fused_attention`),
+    ``fp8_attention`` the FP8 recipe the attention core runs in (:attr:`Kernels.fp8_attention`).
     """
     speedup = gemm_speedup
     matmul = peak_flop_per_s * matmul_efficiency * speedup
@@ -106,6 +136,7 @@ def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_eff
         gemm_overhead_s=cal.gemm_overhead_s,
         measured_gemm=tuple((math.log(f), r * speedup) for f, r in measured_gemm),
         fused_attention=fused_attention,
+        fp8_attention=fp8_attention,
     )
 
 
@@ -233,16 +264,20 @@ def attention_core_times(model: ModelSpec, tokens: float, kv_len: float, tp: int
     """Forward and backward time of the attention core (Q K^T, softmax, scores x V) on one of ``tp`` ranks.
 
     A sliding window (:attr:`ModelSpec.attention_window`) shortens FlashAttention's work per query
-    (:func:`executed_keys_per_query`); materialised scores are computed whole and masked. A fused
-    kernel's rate follows the head dim (:func:`fused_attention_head_dim_factor`)."""
+    (:func:`executed_keys_per_query`), except the backward of FP8 attention, which runs the causal
+    half (:data:`FP8_WINDOWED_BACKWARD_IS_CAUSAL`); materialised scores are computed whole and masked.
+    A fused kernel's rate follows the head dim (:func:`fused_attention_head_dim_factor`), FP8 attention's
+    its measured speed (:func:`fp8_attention_time_factor`)."""
     full_attention_flop = 2.0 * tokens * kv_len * (model.q_dim + model.attention_out_dim) / tp
-    rate = kernels.attention_flop_per_s
+    rate = kernels.attention_flop_per_s / fp8_attention_time_factor(model, kernels.fp8_attention)
     if kernels.fused_attention:
         rate *= fused_attention_head_dim_factor(model.dim_per_head)
     if model.attention == "flash" and model.attention_window is not None:
         executed_flop = 2.0 * tokens * executed_keys_per_query(model, kv_len) * (
             model.q_dim + model.attention_out_dim) / tp
         attention = executed_flop / rate
+        if kernels.fp8_attention and FP8_WINDOWED_BACKWARD_IS_CAUSAL:
+            return attention, FLASH_BACKWARD_TO_FORWARD * CAUSAL_EXECUTED_FRACTION * full_attention_flop / rate
         return attention, FLASH_BACKWARD_TO_FORWARD * attention
     if model.attention == "flash":
         attention = CAUSAL_EXECUTED_FRACTION * full_attention_flop / rate

@@ -42,7 +42,14 @@ from search._model_spec import ModelSpec
 from search._moe_dispatch import moe_sync_overhead_s, overlapped_ep_comm_s
 from search._moe_terms import MoELayerTimes, moe_layer_times, moe_warnings
 from search._offload import offload_terms
-from search._parallel_spec import CudaGraphs, ParallelConfig, Recompute, TrainingSpec, check_compatible
+from search._parallel_spec import (
+    CudaGraphs,
+    ParallelConfig,
+    Recompute,
+    TrainingSpec,
+    check_compatible,
+    check_fp8_attention,
+)
 from search._prediction import Prediction
 from search._schedule import (
     P2P_OVERLAP_RUNTIMES,
@@ -82,7 +89,8 @@ def attention_efficiency(gpu: GPUSpec, framework: str) -> float:
 
 
 @lru_cache(maxsize=64)
-def _kernels(gpu: GPUSpec, precision: str, cal: Calibration, framework: str = "") -> tuple[Kernels, float]:
+def _kernels(gpu: GPUSpec, precision: str, cal: Calibration, framework: str = "",
+             fp8_attention: bool = False) -> tuple[Kernels, float]:
     """Achievable kernel rates of ``gpu`` in ``precision`` under ``framework`` and the peak MFU is
     measured against (cached: a search predicts thousands of configurations on the same GPU).
     Raises, naming the precisions the GPU supports, when it lacks ``precision``."""
@@ -92,7 +100,8 @@ def _kernels(gpu: GPUSpec, precision: str, cal: Calibration, framework: str = ""
     kernels = make_kernels(peak, gpu.matmul_efficiency, attention_efficiency(gpu, framework), gpu.hbm_bytes_per_s,
                            cal,
                            gemm_speedup(gpu, precision, cal), gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size,
-                           cal.fused_attention_share if fused else cal.attention_efficiency, fused)
+                           cal.fused_attention_share if fused else cal.attention_efficiency, fused,
+                           precision if fp8_attention else "")
     return kernels, mfu_peak
 
 
@@ -178,7 +187,8 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
                        cp: int, sp: bool, micro_batch: int, recompute: str,
                        tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1,
                        framework: str = "", fabric: Fabric = NON_BLOCKING, moe_dispatcher: str = "alltoall",
-                       moe_a2a_overlap: bool = False, cuda_graphs: str = "none") -> MicroBatchTerms:
+                       moe_a2a_overlap: bool = False, cuda_graphs: str = "none",
+                       fp8_attention: bool = False) -> MicroBatchTerms:
     """Compute, TP/CP communication and recomputation of one layer, and LM-head time, per micro-batch.
 
     They depend on the degrees that shape a layer (tp, cp, sp, micro-batch, recompute), not on
@@ -186,11 +196,11 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
     """
     dense, tp_fwd_s, cp_fwd_s = _dense_terms(model, gpu, node, fabric, precision, cal, tp, cp, sp, micro_batch,
                                              recompute,
-                                             tp_comm_overlap, framework)
+                                             tp_comm_overlap, framework, fp8_attention)
     if model.moe is None:
         return dense
     mt = _moe_times(model, gpu, node, fabric, precision, cal, tp, cp, sp, micro_batch, ep, etp, framework,
-                    moe_dispatcher, expert_path(model, gpu, precision, cuda_graphs, framework))
+                    moe_dispatcher, expert_path(model, gpu, precision, cuda_graphs, framework), fp8_attention)
     as_layer = LayerTimes(mt.gemm_s, mt.attention_s, mt.attention_backward_s, mt.elementwise_s)
     # With SP the routed experts take their tokens from the sequence shards: only the attention (and
     # the shared experts, which run on the gathered sequence) keep their TP all-gather/reduce-scatter.
@@ -213,10 +223,10 @@ def _micro_batch_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, precision
 def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric, precision: str, cal: Calibration,
                  tp: int,
                  cp: int, sp: bool, micro_batch: int, recompute: str, tp_comm_overlap: bool,
-                 framework: str) -> tuple[MicroBatchTerms, float, float]:
+                 framework: str, fp8_attention: bool = False) -> tuple[MicroBatchTerms, float, float]:
     """The dense layer's and the LM head's terms (what no expert degree changes), with the forward TP
     and CP times an MoE block shares: cached apart so a search's expert layouts reuse them."""
-    kernels, _ = _kernels(gpu, precision, cal, framework)
+    kernels, _ = _kernels(gpu, precision, cal, framework, fp8_attention)
     cluster = ClusterSpec(gpu=gpu, node=node, fabric=fabric)
     c = ParallelConfig(tp=tp, cp=cp, sp=sp, micro_batch=micro_batch, recompute=cast(Recompute, recompute),
                        tp_comm_overlap=tp_comm_overlap)
@@ -246,9 +256,9 @@ def _dense_terms(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric,
 def _moe_times(model: ModelSpec, gpu: GPUSpec, node: NodeSpec, fabric: Fabric, precision: str, cal: Calibration,
                tp: int, cp: int,
                sp: bool, micro_batch: int, ep: int, etp: int, framework: str,
-               dispatcher: str = "alltoall", path: ExpertPath = "eager") -> MoELayerTimes:
+               dispatcher: str = "alltoall", path: ExpertPath = "eager", fp8_attention: bool = False) -> MoELayerTimes:
     """One MoE block's forward times (independent of recomputation and TP overlap: cached apart)."""
-    kernels, _ = _kernels(gpu, precision, cal, framework)
+    kernels, _ = _kernels(gpu, precision, cal, framework, fp8_attention)
     cluster = ClusterSpec(gpu=gpu, node=node, fabric=fabric)
     return moe_layer_times(model, micro_batch, tp, cp, sp, ep, etp, kernels, cluster, cal, dispatcher, path)
 
@@ -305,7 +315,8 @@ def micro_batch_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelCo
     c = config
     return _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
                               c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework,
-                              cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap, c.cuda_graphs)
+                              cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap, c.cuda_graphs,
+                              training.fp8_attention)
 
 
 def stage_overhead_s(model: ModelSpec, framework: str, config: ParallelConfig, cal: Calibration) -> float:
@@ -389,6 +400,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
         raise SpecError("cluster", f"{type(cluster).__name__} is not a ClusterSpec",
                         "pass a ClusterSpec (search.cluster_preset(name, num_nodes) returns one)")
     check_compatible(model, cluster.world_size, config, training)
+    check_fp8_attention(model, cluster.gpu, training)
     c = config
     gpu = cluster.gpu
     kernels, peak_for_mfu = _kernels(gpu, training.precision, cal, training.framework)
@@ -399,7 +411,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
 
     t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.micro_batch,
                            c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework, cluster.fabric,
-                           c.moe_dispatcher, c.moe_a2a_overlap, c.cuda_graphs)
+                           c.moe_dispatcher, c.moe_a2a_overlap, c.cuda_graphs, training.fp8_attention)
     lt = t.layer
     overhead_mb_s = stage_overhead_s(model, training.framework, c, cal)
     shares = stage_recompute_shares(model, c)

@@ -107,6 +107,9 @@ RUN_FIELDS: dict[str, dict[str, str]] = {
         # Beyond the published schema, set by an erratum from the run's recipe: Megatron-Core's full-iteration
         # CUDA graph ("full-iteration"; "none" or null without); per-layer graphs are refused (not costed).
         "cuda_graphs": MODELLED,
+        # Beyond the published schema, set by an erratum from the run's recipe: Transformer Engine's FP8
+        # attention (Megatron-Bridge mixed_precision.fp8_dot_product_attention; TrainingSpec.fp8_attention).
+        "fp8_attention": MODELLED,
         # Megatron-FSDP over the whole dp x cp group is Megatron's ZeRO-2/3 (_check_fsdp).
         **dict.fromkeys(("fsdp", "fsdp_shard_size"), CHECKED),
         **dict.fromkeys(("fp8_recipe",
@@ -351,6 +354,9 @@ def _refusals(rec: dict[str, Any]) -> list[Refusal]:
     overlap = cfg.get("moe_a2a_overlap")
     if overlap is not None and not isinstance(overlap, bool):
         refuse("config.moe_a2a_overlap", f"{overlap!r} is not true, false or null", INCONSISTENT)
+    fp8_attention = cfg.get("fp8_attention")
+    if fp8_attention is not None and not isinstance(fp8_attention, bool):
+        refuse("config.fp8_attention", f"{fp8_attention!r} is not true, false or null", INCONSISTENT)
     if cfg.get("cuda_graphs") not in (None, *CUDA_GRAPHS):
         refuse("config.cuda_graphs", f"{cfg['cuda_graphs']!r} is not costed ({', '.join(CUDA_GRAPHS)}: per-layer "
                "CUDA graphs leave part of each layer to the host by an amount the model does not know)", RUNTIME)

@@ -66,6 +66,7 @@ from search._parallel_spec import (
     Precision,
     TrainingSpec,
     check_compatible,
+    check_fp8_attention,
 )
 from search._pipeline_layout import balanced, megatron_first_last
 from search._runs_fields import (  # the loader's vocabulary; the public names re-exported in __all__
@@ -387,8 +388,10 @@ def _run(rec: dict[str, Any]) -> CalibrationRun:
         raise _inconsistent(rid, "config.grad_reduce_in_bf16", f"{grad_reduce_in_bf16!r} is not true, false or null")
     training = TrainingSpec(global_batch=global_batch, precision=cast(Precision, precision),
                             framework=cast(Framework, framework),
-                            grad_reduce_in_bf16=bool(grad_reduce_in_bf16 or recipe_flags.get("grad_reduce_in_bf16")))
+                            grad_reduce_in_bf16=bool(grad_reduce_in_bf16 or recipe_flags.get("grad_reduce_in_bf16")),
+                            fp8_attention=bool(cfg.get("fp8_attention")))
     check_compatible(model, cluster.world_size, config, training)
+    check_fp8_attention(model, cluster.gpu, training)
     if cfg.get("expert_dp") is not None and int(cfg["expert_dp"]) != config.edp:
         raise _inconsistent(rid, "config.expert_dp", f"{cfg['expert_dp']} is not world / (etp*ep*pp) = {config.edp}")
     active = rec["model"].get("active_params")

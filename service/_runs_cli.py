@@ -249,6 +249,8 @@ def run_record(row: Run, specs: Specs) -> dict[str, Any]:
             **({"tp_comm_overlap": True} if c.tp_comm_overlap else {}),
             # Megatron-Core --grad-reduce-in-bf16 (search/_runs_file.py reads it; absent means fp32 main grads).
             **({"grad_reduce_in_bf16": True} if t.grad_reduce_in_bf16 else {}),
+            # Transformer Engine's FP8 attention (search/_runs_fields.py reads it; absent means BF16 attention).
+            **({"fp8_attention": True} if t.fp8_attention else {}),
             **({"uneven_pipeline": True, "stage_layers": list(c.stage_layers)} if c.stage_layers is not None else {}),
             # Megatron-Core --cpu-offloading-num-layers (search/_runs_file.py reads it; absent means none).
             **({"activation_offload_layers": c.activation_offload_layers} if c.activation_offload_layers else {}),

@@ -192,6 +192,12 @@ def megatron_args_and_notes(request: LaunchRequest) -> tuple[list[str], list[str
                  "nvfp4", "--bf16"]
     else:
         args.append("--bf16")
+    if t.fp8_attention:
+        raise SpecError("TrainingSpec.fp8_attention", "megatron-core 0.19's pretrain_gpt.py has no flag for FP8 "
+                        "attention (service/launch/megatron_flags.txt, 0.19.2's flags, has none; core_v0.19.0 "
+                        "arguments.py:2250 lists fp8_dot_product_attention among the config fields without a "
+                        "command-line argument; Megatron-Bridge sets it in Python)",
+                        "leave fp8_attention false for a Megatron-LM launch (BF16 attention, costed as such)")
     if t.grad_reduce_in_bf16:
         # The main-grad buffer and the data-parallel reduction in bf16 (arguments.py: without the flag,
         # bf16 training sets accumulate_allreduce_grads_in_fp32).

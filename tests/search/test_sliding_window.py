@@ -112,7 +112,7 @@ def test_megatron_core_attention_is_fused_on_hopper_and_blackwell_only() -> None
     assert _kernels(GPUS["gb300-nvl72"], "bf16", cal, "megatron")[0].fused_attention
     assert _kernels(GPUS["h100-sxm5-80gb"], "bf16", cal, "megatron")[0].fused_attention
     assert not _kernels(GPUS["a100-sxm4-80gb"], "bf16", cal, "megatron")[0].fused_attention
-    assert not _kernels(GPUS["h100-sxm5-80gb"], "bf16", cal, "torchtitan")[0].fused_attention
+    assert not _kernels(GPUS["h100-sxm5-80gb"], "bf16", cal, "fsdp")[0].fused_attention
 
 
 def test_a_model_without_window_is_costed_as_before() -> None:

@@ -4,6 +4,8 @@ Hopper and on the runtimes that do not emit them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from search import ParallelConfig, SpecError, TrainingSpec, cluster_preset, model_preset
@@ -60,3 +62,15 @@ def test_bf16_gradient_reduction_is_emitted_and_passes_the_checks() -> None:
     assert "--grad-reduce-in-bf16" in arg_values(args)
     check_megatron_args(args, req.cluster.world_size)
     assert "--grad-reduce-in-bf16" not in arg_values(megatron_args(_request("fp8", cluster="dgx-h100")))
+
+
+def test_fp8_attention_is_refused_by_the_megatron_lm_launch() -> None:
+    # megatron-core 0.19's pretrain_gpt.py has no --fp8-dot-product-attention (the pinned flag list has none):
+    # a launch file that dropped it would run BF16 attention under a prediction costed with FP8's.
+    flags = (Path(__file__).resolve().parents[3] / "service" / "launch" / "megatron_flags.txt").read_text()
+    assert "--fp8-format" in flags and "--fp8-dot-product-attention" not in flags
+    req = LaunchRequest(model=LLAMA, cluster=cluster_preset("dgx-b200", 1), config=ParallelConfig(dp=8, zero_stage=1),
+                        training=TrainingSpec(64, "mxfp8", fp8_attention=True))
+    with pytest.raises(SpecError) as err:
+        megatron_args(req)
+    assert err.value.field == "TrainingSpec.fp8_attention" and "pretrain_gpt.py" in err.value.problem
