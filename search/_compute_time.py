@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from search._calibration import Calibration
+from search._fp8_attention import FP8_WINDOWED_BACKWARD_IS_CAUSAL, fp8_attention_time_factor
 from search._model_spec import ModelSpec
 from search._unfused_paths import unfused_rope_total_bytes_per_token
 from search._units import BYTES_16BIT
@@ -50,31 +51,7 @@ share was fitted), from NVIDIA/cudnn-frontend's SDPA training benchmark
 2026-04-24) the 64-wide backward, which runs the whole causal triangle under FP8, did 734 and 827 TFLOP/s at
 4K and 8K tokens next to Llama's 1,143 and 1,404 (0.64, 0.59). Head dims 192 (DeepSeek-V3's MLA) and 256
 ran at 0.92-1.0 of 128's: 1.0 from 128 up."""
-FP8_WINDOWED_BACKWARD_IS_CAUSAL = True
-"""cuDNN's FP8 attention backward does not skip a sliding window's masked blocks: it runs the whole causal
-triangle. NVIDIA/cudnn-frontend's SDPA benchmark (``results/gpt_oss/gb300/gpt_oss_20260424_100022.csv`` and
-the GB200 file, cuDNN 9.22, 128-token window, 64-wide heads, batch 2 x 128 heads): MXFP8 backward 0.58,
-1.87, 6.65, 25.0 and 96.9 ms at 2K, 4K, 8K, 16K and 32K tokens (FP8 0.47-74.8), growing as the square of
-the sequence, where BF16's 0.23, 0.44, 0.86, 1.71 and 3.45 ms grow with it; its forward keeps the window
-(0.175 ms MXFP8 against 0.202 BF16 at 4K)."""
-FP8_ATTENTION_TIME_FACTOR: dict[tuple[bool, str], float] = {
-    (True, "mxfp8"): 0.754, (True, "fp8"): 0.609,
-    (False, "mxfp8"): 1.028, (False, "fp8"): 0.890,
-}
-"""Forward + backward time of cuDNN's FP8 attention over BF16's, by (MLA shape, recipe): the geometric mean
-over causal 2K, 4K and 8K tokens on GB200 and GB300 of NVIDIA/cudnn-frontend's SDPA training benchmark
-(``benchmark/sdpa_benchmark_training/results/*/gb200|gb300/*_20260424_*.csv`` @ 3929da2, cuDNN 9.22).
-MLA's 192-wide queries and keys with 128-wide values (DeepSeek-V3, Kimi K2.6, 12 points each): MXFP8
-0.708-0.799, per-tensor FP8 0.564-0.661; 128-wide heads (Llama 3.1, 6 points): MXFP8 0.951-1.103, FP8
-0.767-0.994. Other widths take the 128-wide figure (none published)."""
 
-
-def fp8_attention_time_factor(model: ModelSpec, recipe: str) -> float:
-    """:data:`FP8_ATTENTION_TIME_FACTOR` for ``model``'s attention shape under ``recipe`` (``fp8`` or
-    ``mxfp8``); 1.0 for BF16 attention (``recipe`` empty)."""
-    if not recipe:
-        return 1.0
-    return FP8_ATTENTION_TIME_FACTOR[(model.mla is not None, recipe)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import Literal, get_args
 
 from search._checks import divisors, one_of, positive_int
 from search._errors import SpecError
+from search._fp8_attention import FP8_ATTENTION_PRECISIONS
 from search._model_spec import ModelSpec
 from search._support import check_model_supported, check_supported
-
-if TYPE_CHECKING:
-    from search._cluster_spec import GPUSpec
 
 Offload = Literal["none", "cpu", "nvme"]
 Recompute = Literal["none", "selective", "full"]
@@ -276,12 +274,6 @@ class ParallelConfig:
         return self.tp * self.cp * self.dp // (self.ep * self.etp)
 
 
-FP8_ATTENTION_PRECISIONS = ("fp8", "mxfp8")
-"""Precisions whose FP8 attention (Transformer Engine's ``fp8_dpa``) is costed: per-tensor FP8 and MXFP8, whose
-cuDNN kernels NVIDIA published timings for (:data:`search._compute_time.FP8_ATTENTION_TIME_FACTOR`). Megatron
-passes ``fp8_dpa`` into its NVFP4 recipe too (fp4_utils.py:225); which FP8 attention that runs is not costed."""
-
-
 @dataclass(frozen=True, slots=True)
 class TrainingSpec:
     """What one optimizer step trains and in which precision."""
@@ -305,7 +297,7 @@ class TrainingSpec:
     ``TransformerConfig.fp8_dot_product_attention``, TE's ``fp8_dpa``; Megatron-Bridge
     ``mixed_precision.fp8_dot_product_attention``, which some of its performance recipes set). Costed at
     BF16's rate on full causal layers and with the whole causal triangle in a windowed layer's backward
-    (:data:`search._compute_time.FP8_WINDOWED_BACKWARD_IS_CAUSAL`). megatron-core 0.19's ``pretrain_gpt.py``
+    (:data:`search._fp8_attention.FP8_WINDOWED_BACKWARD_IS_CAUSAL`). megatron-core 0.19's ``pretrain_gpt.py``
     has no flag for it (core_v0.19.0 ``arguments.py:2250`` lists it among the config fields without a
     command-line argument; ``service/launch/megatron_flags.txt``, 0.19.2's, has none), so the search never
     proposes it and a Megatron launch file refuses it."""
@@ -336,31 +328,6 @@ class TrainingSpec:
         if self.grad_reduce_in_bf16 and self.precision == "fp16":
             raise SpecError("TrainingSpec.grad_reduce_in_bf16", "fp16 training already reduces its gradients "
                             "in fp16", "leave it false, or train in bf16 / fp8")
-
-
-HOPPER_FP8_ATTENTION_HEAD_DIM = 128
-"""The only head dim cuDNN's FP8 attention backward runs on Hopper: NVIDIA/cudnn-frontend's SDPA benchmark on
-H200 (cuDNN 9.19, ``results/h200_919_only_cudnn/gpt_oss_20260227_034819.csv``) fails GPT-OSS's 64-wide heads
-in FP8 with "hidden_dim shoud be equal to 128" and runs Llama 3.1's 128-wide ones."""
-
-
-def check_fp8_attention(model: ModelSpec, gpu: GPUSpec, training: TrainingSpec) -> None:
-    """Raise :class:`SpecError` for FP8 attention (:attr:`TrainingSpec.fp8_attention`) on a GPU or model shape
-    cuDNN has no FP8 kernel for: fused (flash) attention only; on Hopper head dim 128 only
-    (:data:`HOPPER_FP8_ATTENTION_HEAD_DIM`); Blackwell (block-scaled tensor cores) ran 64-, 128- and 192-wide
-    heads in the same benchmark."""
-    if not training.fp8_attention:
-        return
-    if model.attention != "flash":
-        raise SpecError("TrainingSpec.fp8_attention", f"with attention {model.attention!r}: FP8 attention is "
-                        "Transformer Engine's fused attention (FusedAttention, cuDNN)",
-                        "use attention 'flash', or leave it false")
-    if gpu.fp4_flop_per_s is not None:
-        return
-    if model.dim_per_head != HOPPER_FP8_ATTENTION_HEAD_DIM:
-        raise SpecError("TrainingSpec.fp8_attention", f"{model.name}'s {model.dim_per_head}-wide attention heads on "
-                        f"{gpu.name}: cuDNN's FP8 attention on Hopper runs 128-wide heads only (NVIDIA/cudnn-frontend "
-                        "SDPA benchmark, H200, cuDNN 9.19)", "set fp8_attention false (BF16 attention)")
 
 
 def check_runtime(c: ParallelConfig, framework: str) -> None:

@@ -36,6 +36,7 @@ from search._error_band import error_band
 from search._errors import SpecError
 from search._fabric import NON_BLOCKING, Fabric
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
+from search._fp8_attention import check_fp8_attention
 from search._memory import saved_linear_input_bytes
 from search._memory_plan import MemoryPlan, plan_memory, stage_breakdowns
 from search._model_spec import ModelSpec
@@ -48,7 +49,6 @@ from search._parallel_spec import (
     Recompute,
     TrainingSpec,
     check_compatible,
-    check_fp8_attention,
 )
 from search._prediction import Prediction
 from search._schedule import (

@@ -57,6 +57,7 @@ from search._cluster_presets import (
 )
 from search._cluster_spec import ClusterSpec, NodeSpec
 from search._errors import SpecError
+from search._fp8_attention import check_fp8_attention
 from search._model_spec import Activation, ModelSpec
 from search._moe_spec import MoESpec
 from search._parallel_spec import (
@@ -66,7 +67,6 @@ from search._parallel_spec import (
     Precision,
     TrainingSpec,
     check_compatible,
-    check_fp8_attention,
 )
 from search._pipeline_layout import balanced, megatron_first_last
 from search._runs_fields import (  # the loader's vocabulary; the public names re-exported in __all__

@@ -13,14 +13,8 @@ import pytest
 
 from benchmarks._errata import read_corrected
 from search import ParallelConfig, SpecError, TrainingSpec, cluster_preset, model_preset, predict
-from search._compute_time import (
-    CAUSAL_EXECUTED_FRACTION,
-    FLASH_BACKWARD_TO_FORWARD,
-    FP8_ATTENTION_TIME_FACTOR,
-    Kernels,
-    attention_core_times,
-    fp8_attention_time_factor,
-)
+from search._compute_time import CAUSAL_EXECUTED_FRACTION, FLASH_BACKWARD_TO_FORWARD, Kernels, attention_core_times
+from search._fp8_attention import FP8_ATTENTION_TIME_FACTOR, fp8_attention_time_factor
 from search._runs_file import RecordRefused, run_from_record
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
