@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from search._calibration import Calibration
-from search._fp8_attention import FP8_WINDOWED_BACKWARD_IS_CAUSAL, fp8_attention_time_factor
+from search._fp8_attention import FP8_WINDOWED_BACKWARD_IS_CAUSAL
 from search._model_spec import ModelSpec
 from search._unfused_paths import unfused_rope_total_bytes_per_token
 from search._units import BYTES_16BIT
@@ -71,10 +71,13 @@ class Kernels:
     fused_attention: bool = False
     """``attention_flop_per_s`` is a fused (cuDNN) kernel's rate at head dim 128, scaled per model by
     :func:`fused_attention_head_dim_factor`; FlashAttention-2's fitted rate is taken as is."""
-    fp8_attention: str = ""
-    """The FP8 recipe the attention core runs in (``fp8``, ``mxfp8``; :attr:`search.TrainingSpec.fp8_attention`),
-    empty for BF16 attention: its measured speed (:func:`fp8_attention_time_factor`) and a sliding-window
-    layer's backward over the whole causal triangle (:func:`attention_core_times`)."""
+    fp8_attention: bool = False
+    """The attention core runs in FP8 (:attr:`search.TrainingSpec.fp8_attention`): at
+    :attr:`fp8_attention_time_factors`, and a sliding-window layer's backward over the whole causal
+    triangle (:func:`attention_core_times`)."""
+    fp8_attention_time_factors: tuple[float, float] = (1.0, 1.0)
+    """The attention core's time in FP8 over BF16, for 128-wide heads and for MLA
+    (:func:`search._fp8_attention.fp8_attention_time_factors`); (1, 1) for BF16 attention."""
 
 
 def measured_gemm_flop_per_s(flop: float, table: tuple[tuple[float, float], ...]) -> float:
@@ -92,7 +95,8 @@ def measured_gemm_flop_per_s(flop: float, table: tuple[tuple[float, float], ...]
 def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_efficiency: float,
                  hbm_bytes_per_s: float, cal: Calibration, gemm_speedup: float, fp32_flop_per_s: float,
                  measured_gemm: tuple[tuple[float, float], ...] = (), attention_share: float | None = None,
-                 fused_attention: bool = False, fp8_attention: str = "") -> Kernels:
+                 fused_attention: bool = False,
+                 fp8_attention_time_factors: tuple[float, float] | None = None) -> Kernels:
     """Combine datasheet peaks with the achievable fractions (measured, or fitted globally).
 
     FlashAttention runs at the GPU's best attention fraction times the fitted share of it
@@ -100,7 +104,8 @@ def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_eff
     for FlashAttention-2, :attr:`Calibration.fused_attention_share` for a fused kernel). ``gemm_speedup``
     is the precision recipe's speed-up over 16-bit GEMMs (:func:`search._predict.gemm_speedup`);
     ``fused_attention`` marks the attention rate as the fused kernel's (:attr:`Kernels.fused_attention`),
-    ``fp8_attention`` the FP8 recipe the attention core runs in (:attr:`Kernels.fp8_attention`).
+    ``fp8_attention_time_factors``, FP8 attention's measured time over BF16's, marks the attention core as
+    run in FP8 (:attr:`Kernels.fp8_attention`; None: BF16).
     """
     speedup = gemm_speedup
     matmul = peak_flop_per_s * matmul_efficiency * speedup
@@ -113,7 +118,8 @@ def make_kernels(peak_flop_per_s: float, matmul_efficiency: float, attention_eff
         gemm_overhead_s=cal.gemm_overhead_s,
         measured_gemm=tuple((math.log(f), r * speedup) for f, r in measured_gemm),
         fused_attention=fused_attention,
-        fp8_attention=fp8_attention,
+        fp8_attention=fp8_attention_time_factors is not None,
+        fp8_attention_time_factors=fp8_attention_time_factors or (1.0, 1.0),
     )
 
 
@@ -244,9 +250,9 @@ def attention_core_times(model: ModelSpec, tokens: float, kv_len: float, tp: int
     (:func:`executed_keys_per_query`), except the backward of FP8 attention, which runs the causal
     half (:data:`FP8_WINDOWED_BACKWARD_IS_CAUSAL`); materialised scores are computed whole and masked.
     A fused kernel's rate follows the head dim (:func:`fused_attention_head_dim_factor`), FP8 attention's
-    its measured speed (:func:`fp8_attention_time_factor`)."""
+    its measured speed (:attr:`Kernels.fp8_attention_time_factors`)."""
     full_attention_flop = 2.0 * tokens * kv_len * (model.q_dim + model.attention_out_dim) / tp
-    rate = kernels.attention_flop_per_s / fp8_attention_time_factor(model, kernels.fp8_attention)
+    rate = kernels.attention_flop_per_s / kernels.fp8_attention_time_factors[model.mla is not None]
     if kernels.fused_attention:
         rate *= fused_attention_head_dim_factor(model.dim_per_head)
     if model.attention == "flash" and model.attention_window is not None:

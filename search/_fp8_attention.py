@@ -28,20 +28,25 @@ FP8_ATTENTION_TIME_FACTOR: dict[tuple[bool, str], float] = {
     (True, "mxfp8"): 0.754, (True, "fp8"): 0.609,
     (False, "mxfp8"): 1.028, (False, "fp8"): 0.890,
 }
-"""Forward + backward time of cuDNN's FP8 attention over BF16's, by (MLA shape, recipe): the geometric mean
-over causal 2K, 4K and 8K tokens on GB200 and GB300 of NVIDIA/cudnn-frontend's SDPA training benchmark
-(``benchmark/sdpa_benchmark_training/results/*/gb200|gb300/*_20260424_*.csv`` @ 3929da2, cuDNN 9.22).
-MLA's 192-wide queries and keys with 128-wide values (DeepSeek-V3, Kimi K2.6, 12 points each): MXFP8
+"""Forward + backward time of cuDNN's FP8 attention over BF16's on Blackwell, by (MLA shape, recipe): the
+geometric mean over causal 2K, 4K and 8K tokens on GB200 and GB300 of NVIDIA/cudnn-frontend's SDPA training
+benchmark (``benchmark/sdpa_benchmark_training/results/*/gb200|gb300/*_20260424_*.csv`` @ 3929da2, cuDNN
+9.22). MLA's 192-wide queries and keys with 128-wide values (DeepSeek-V3, Kimi K2.6, 12 points each): MXFP8
 0.708-0.799, per-tensor FP8 0.564-0.661; 128-wide heads (Llama 3.1, 6 points): MXFP8 0.951-1.103, FP8
 0.767-0.994. Other widths take the 128-wide figure (none published)."""
+HOPPER_FP8_ATTENTION_TIME_FACTOR = 0.971
+"""The same on Hopper (per-tensor FP8, 128-wide heads: the only FP8 attention it runs): H200, cuDNN 9.19
+(``results/h200_919_only_cudnn/llama3.1_20260227_034703.csv``), Llama 3.1 causal 0.883, 0.930 and 1.109 at
+2K, 4K and 8K (1.32-1.34 at 16K-32K, where its FP8 backward runs slower than BF16's)."""
 
 
-def fp8_attention_time_factor(model: ModelSpec, recipe: str) -> float:
-    """:data:`FP8_ATTENTION_TIME_FACTOR` for ``model``'s attention shape under ``recipe`` (``fp8`` or
-    ``mxfp8``); 1.0 for BF16 attention (``recipe`` empty)."""
-    if not recipe:
-        return 1.0
-    return FP8_ATTENTION_TIME_FACTOR[(model.mla is not None, recipe)]
+def fp8_attention_time_factors(blackwell: bool, recipe: str) -> tuple[float, float]:
+    """(128-wide heads, MLA) factors of FP8 attention's time over BF16's under ``recipe`` (``fp8`` or
+    ``mxfp8``) on Blackwell (:data:`FP8_ATTENTION_TIME_FACTOR`) or Hopper
+    (:data:`HOPPER_FP8_ATTENTION_TIME_FACTOR`; MLA does not run FP8 there, :func:`check_fp8_attention`)."""
+    if not blackwell:
+        return HOPPER_FP8_ATTENTION_TIME_FACTOR, HOPPER_FP8_ATTENTION_TIME_FACTOR
+    return FP8_ATTENTION_TIME_FACTOR[(False, recipe)], FP8_ATTENTION_TIME_FACTOR[(True, recipe)]
 
 
 HOPPER_FP8_ATTENTION_HEAD_DIM = 128

@@ -36,7 +36,7 @@ from search._error_band import error_band
 from search._errors import SpecError
 from search._fabric import NON_BLOCKING, Fabric
 from search._flops import hardware_flop_per_iteration, model_flop_per_iteration
-from search._fp8_attention import check_fp8_attention
+from search._fp8_attention import check_fp8_attention, fp8_attention_time_factors
 from search._memory import saved_linear_input_bytes
 from search._memory_plan import MemoryPlan, plan_memory, stage_breakdowns
 from search._model_spec import ModelSpec
@@ -101,7 +101,8 @@ def _kernels(gpu: GPUSpec, precision: str, cal: Calibration, framework: str = ""
                            cal,
                            gemm_speedup(gpu, precision, cal), gpu.fp32_flop_per_s, gpu.gemm_flop_per_s_by_size,
                            cal.fused_attention_share if fused else cal.attention_efficiency, fused,
-                           precision if fp8_attention else "")
+                           fp8_attention_time_factors(gpu.fp4_flop_per_s is not None, precision)
+                           if fp8_attention else None)
     return kernels, mfu_peak
 
 

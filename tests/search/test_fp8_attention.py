@@ -14,13 +14,18 @@ import pytest
 from benchmarks._errata import read_corrected
 from search import ParallelConfig, SpecError, TrainingSpec, cluster_preset, model_preset, predict
 from search._compute_time import CAUSAL_EXECUTED_FRACTION, FLASH_BACKWARD_TO_FORWARD, Kernels, attention_core_times
-from search._fp8_attention import FP8_ATTENTION_TIME_FACTOR, fp8_attention_time_factor
+from search._fp8_attention import (
+    FP8_ATTENTION_TIME_FACTOR,
+    HOPPER_FP8_ATTENTION_TIME_FACTOR,
+    fp8_attention_time_factors,
+)
 from search._runs_file import RecordRefused, run_from_record
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 KERNELS = Kernels(matmul_flop_per_s=1e15, cuda_core_flop_per_s=1e13, attention_flop_per_s=5e14,
                   hbm_bytes_per_s=3e12, gemm_overhead_s=1e-5)
-MXFP8 = dataclasses.replace(KERNELS, fp8_attention="mxfp8")
+MXFP8 = dataclasses.replace(KERNELS, fp8_attention=True,
+                            fp8_attention_time_factors=fp8_attention_time_factors(True, "mxfp8"))
 GPT_OSS = model_preset("gpt-oss-120b")
 GPT_OSS_LAYOUT = ParallelConfig(dp=64, ep=16, micro_batch=4, zero_stage=1, moe_dispatcher="flex-hybridep",
                                 moe_a2a_overlap=True, cuda_graphs="full-iteration")
@@ -59,16 +64,30 @@ def test_a_windowed_layers_fp8_backward_runs_the_causal_half() -> None:
 def test_fp8_attention_runs_at_cudnns_measured_speed_for_its_shape() -> None:
     mla, llama = model_preset("deepseek-v3"), model_preset("llama3-8b")
     assert mla.mla is not None and llama.mla is None
-    for model in (mla, llama):
-        ref = attention_core_times(model, 4096.0, 4096.0, 1, KERNELS)
-        for recipe in ("fp8", "mxfp8"):
-            fp8 = attention_core_times(model, 4096.0, 4096.0, 1, dataclasses.replace(KERNELS, fp8_attention=recipe))
-            factor = fp8_attention_time_factor(model, recipe)
-            assert fp8 == pytest.approx((ref[0] * factor, ref[1] * factor))
-    # Published: MLA's shape gains from FP8 (0.71-0.80 MXFP8), 128-wide heads barely (0.95-1.10 MXFP8).
-    assert fp8_attention_time_factor(mla, "mxfp8") < 0.8 < fp8_attention_time_factor(llama, "mxfp8")
-    assert fp8_attention_time_factor(mla, "fp8") < fp8_attention_time_factor(mla, "mxfp8")
-    assert fp8_attention_time_factor(llama, "") == 1.0
+    for blackwell, recipe in ((True, "fp8"), (True, "mxfp8"), (False, "fp8")):
+        factors = fp8_attention_time_factors(blackwell, recipe)
+        fp8 = dataclasses.replace(KERNELS, fp8_attention=True, fp8_attention_time_factors=factors)
+        for model, factor in ((llama, factors[0]), (mla, factors[1])):
+            ref = attention_core_times(model, 4096.0, 4096.0, 1, KERNELS)
+            assert attention_core_times(model, 4096.0, 4096.0, 1, fp8) == pytest.approx(
+                (ref[0] * factor, ref[1] * factor))
+    # Published: MLA's shape gains from FP8 on Blackwell (0.71-0.80 MXFP8), 128-wide heads barely (0.95-1.10).
+    assert FP8_ATTENTION_TIME_FACTOR[(True, "mxfp8")] < 0.8 < FP8_ATTENTION_TIME_FACTOR[(False, "mxfp8")]
+    assert FP8_ATTENTION_TIME_FACTOR[(True, "fp8")] < FP8_ATTENTION_TIME_FACTOR[(True, "mxfp8")]
+    assert fp8_attention_time_factors(False, "fp8") == (HOPPER_FP8_ATTENTION_TIME_FACTOR,) * 2
+
+
+def test_the_predictor_picks_the_gpus_fp8_attention_figures() -> None:
+    from search import Calibration
+    from search._cluster_presets import GPUS
+    from search._predict import _kernels
+    cal = Calibration()
+    assert _kernels(GPUS["gb300-nvl72"], "mxfp8", cal, "megatron", True)[0].fp8_attention_time_factors == (
+        FP8_ATTENTION_TIME_FACTOR[(False, "mxfp8")], FP8_ATTENTION_TIME_FACTOR[(True, "mxfp8")])
+    hopper = _kernels(GPUS["h100-sxm5-80gb"], "fp8", cal, "megatron", True)[0]
+    assert hopper.fp8_attention and hopper.fp8_attention_time_factors[0] == HOPPER_FP8_ATTENTION_TIME_FACTOR
+    bf16 = _kernels(GPUS["h100-sxm5-80gb"], "fp8", cal, "megatron")[0]
+    assert not bf16.fp8_attention and bf16.fp8_attention_time_factors == (1.0, 1.0)
 
 
 def test_fp8_attention_slows_a_windowed_model_in_a_prediction() -> None:
