@@ -53,7 +53,6 @@ share was fitted), from NVIDIA/cudnn-frontend's SDPA training benchmark
 ran at 0.92-1.0 of 128's: 1.0 from 128 up."""
 
 
-
 @dataclass(frozen=True, slots=True)
 class Kernels:
     """Achievable throughputs for one GPU and precision (inputs of every compute term)."""

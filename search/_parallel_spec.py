@@ -296,8 +296,8 @@ class TrainingSpec:
     """Transformer Engine runs the attention core in FP8 too (Megatron-Core
     ``TransformerConfig.fp8_dot_product_attention``, TE's ``fp8_dpa``; Megatron-Bridge
     ``mixed_precision.fp8_dot_product_attention``, which some of its performance recipes set). Costed at
-    BF16's rate on full causal layers and with the whole causal triangle in a windowed layer's backward
-    (:data:`search._fp8_attention.FP8_WINDOWED_BACKWARD_IS_CAUSAL`). megatron-core 0.19's ``pretrain_gpt.py``
+    cuDNN's measured FP8 speed for the attention shape and GPU (:mod:`search._fp8_attention`), with the
+    whole causal triangle in a windowed layer's backward. megatron-core 0.19's ``pretrain_gpt.py``
     has no flag for it (core_v0.19.0 ``arguments.py:2250`` lists it among the config fields without a
     command-line argument; ``service/launch/megatron_flags.txt``, 0.19.2's, has none), so the search never
     proposes it and a Megatron launch file refuses it."""

@@ -43,13 +43,7 @@ from search._model_spec import ModelSpec
 from search._moe_dispatch import moe_sync_overhead_s, overlapped_ep_comm_s
 from search._moe_terms import MoELayerTimes, moe_layer_times, moe_warnings
 from search._offload import offload_terms
-from search._parallel_spec import (
-    CudaGraphs,
-    ParallelConfig,
-    Recompute,
-    TrainingSpec,
-    check_compatible,
-)
+from search._parallel_spec import CudaGraphs, ParallelConfig, Recompute, TrainingSpec, check_compatible
 from search._prediction import Prediction
 from search._schedule import (
     P2P_OVERLAP_RUNTIMES,
@@ -404,7 +398,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     check_fp8_attention(model, cluster.gpu, training)
     c = config
     gpu = cluster.gpu
-    kernels, peak_for_mfu = _kernels(gpu, training.precision, cal, training.framework)
+    kernels, peak_for_mfu = _kernels(gpu, training.precision, cal, training.framework, training.fp8_attention)
     m = training.global_batch // (c.dp * c.micro_batch)
     tokens = c.micro_batch * model.seq_len / c.cp
     counts = stage_layer_counts(model, c)
