@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass
 
 from search._calibration import Calibration
-from search._fp8_attention import FP8_WINDOWED_BACKWARD_IS_CAUSAL
 from search._model_spec import ModelSpec
 from search._unfused_paths import unfused_rope_total_bytes_per_token
 from search._units import BYTES_16BIT
@@ -247,7 +246,7 @@ def attention_core_times(model: ModelSpec, tokens: float, kv_len: float, tp: int
 
     A sliding window (:attr:`ModelSpec.attention_window`) shortens FlashAttention's work per query
     (:func:`executed_keys_per_query`), except the backward of FP8 attention, which runs the causal
-    half (:data:`FP8_WINDOWED_BACKWARD_IS_CAUSAL`); materialised scores are computed whole and masked.
+    half (measured: :mod:`search._fp8_attention`); materialised scores are computed whole and masked.
     A fused kernel's rate follows the head dim (:func:`fused_attention_head_dim_factor`), FP8 attention's
     its measured speed (:attr:`Kernels.fp8_attention_time_factors`)."""
     full_attention_flop = 2.0 * tokens * kv_len * (model.q_dim + model.attention_out_dim) / tp
@@ -258,7 +257,7 @@ def attention_core_times(model: ModelSpec, tokens: float, kv_len: float, tp: int
         executed_flop = 2.0 * tokens * executed_keys_per_query(model, kv_len) * (
             model.q_dim + model.attention_out_dim) / tp
         attention = executed_flop / rate
-        if kernels.fp8_attention and FP8_WINDOWED_BACKWARD_IS_CAUSAL:
+        if kernels.fp8_attention:  # cuDNN's FP8 backward skips no windowed-out block
             return attention, FLASH_BACKWARD_TO_FORWARD * CAUSAL_EXECUTED_FRACTION * full_attention_flop / rate
         return attention, FLASH_BACKWARD_TO_FORWARD * attention
     if model.attention == "flash":

@@ -1,5 +1,14 @@
 """FP8 attention (Transformer Engine's ``fp8_dpa``, :attr:`search.TrainingSpec.fp8_attention`): the precisions
-and GPUs it runs on, and what it costs next to BF16 attention, from NVIDIA's published cuDNN timings."""
+and GPUs it runs on, and what it costs next to BF16 attention, from NVIDIA's published cuDNN timings.
+
+A windowed layer's FP8 backward is charged the whole causal triangle
+(:func:`search._compute_time.attention_core_times`): cuDNN's FP8 attention backward does not skip a
+sliding window's masked blocks. NVIDIA/cudnn-frontend's SDPA benchmark
+(``results/gpt_oss/gb300/gpt_oss_20260424_100022.csv`` and
+the GB200 file, cuDNN 9.22, 128-token window, 64-wide heads, batch 2 x 128 heads): MXFP8 backward 0.58,
+1.87, 6.65, 25.0 and 96.9 ms at 2K, 4K, 8K, 16K and 32K tokens (FP8 0.47-74.8), growing as the square of
+the sequence, where BF16's 0.23, 0.44, 0.86, 1.71 and 3.45 ms grow with it; its forward keeps the window
+(0.175 ms MXFP8 against 0.202 BF16 at 4K)."""
 
 from __future__ import annotations
 
@@ -17,13 +26,6 @@ FP8_ATTENTION_PRECISIONS = ("fp8", "mxfp8")
 cuDNN kernels NVIDIA published timings for (:data:`FP8_ATTENTION_TIME_FACTOR`). Megatron
 passes ``fp8_dpa`` into its NVFP4 recipe too (fp4_utils.py:225); which FP8 attention that runs is not costed."""
 
-FP8_WINDOWED_BACKWARD_IS_CAUSAL = True
-"""cuDNN's FP8 attention backward does not skip a sliding window's masked blocks: it runs the whole causal
-triangle. NVIDIA/cudnn-frontend's SDPA benchmark (``results/gpt_oss/gb300/gpt_oss_20260424_100022.csv`` and
-the GB200 file, cuDNN 9.22, 128-token window, 64-wide heads, batch 2 x 128 heads): MXFP8 backward 0.58,
-1.87, 6.65, 25.0 and 96.9 ms at 2K, 4K, 8K, 16K and 32K tokens (FP8 0.47-74.8), growing as the square of
-the sequence, where BF16's 0.23, 0.44, 0.86, 1.71 and 3.45 ms grow with it; its forward keeps the window
-(0.175 ms MXFP8 against 0.202 BF16 at 4K)."""
 FP8_ATTENTION_TIME_FACTOR: dict[tuple[bool, str], float] = {
     (True, "mxfp8"): 0.754, (True, "fp8"): 0.609,
     (False, "mxfp8"): 1.028, (False, "fp8"): 0.890,
