@@ -213,25 +213,39 @@ def _layer_bytes(model: ModelSpec, config: ParallelConfig, lb: float, micro_batc
     return per_layer, per_moe_layer, kept, kept_moe, working
 
 
-def _rank_activation_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: int,
-                            ranks: Sequence[int] | None, layer: LayerBytes) -> list[tuple[int, float, float, float]]:
-    """(rank, micro-batches held, stored activation bytes per micro-batch, working bytes) of each
-    pipeline rank in ``ranks`` (default: every rank), from one layer's bytes (:func:`_layer_bytes`)."""
+RankLayout = tuple[tuple[int, int, int, "float | None"], ...]
+"""(rank, dense layers, MoE layers with the MTP modules', share of its layers that recompute or None when
+all do) of each pipeline rank asked for: :func:`_rank_layout`."""
+
+
+def _rank_layout(model: ModelSpec, config: ParallelConfig, ranks: Sequence[int] | None) -> RankLayout:
+    """The layer counts of each pipeline rank in ``ranks`` (default: every rank) that its activations
+    scale with; they depend on the pipeline layout and the partial recomputation only."""
     c = config
-    per_layer, per_moe_layer, kept, kept_moe, working = layer
     counts = stage_layer_counts(model, c)
     moe_counts = stage_moe_layer_counts(model, c)
     shares = stage_recompute_shares(model, c) if c.recompute == "full" and c.recompute_layers is not None else None
+    return tuple((r, counts[r] - moe_counts[r], moe_counts[r] + (model.mtp_layers if r == c.pp - 1 else 0),
+                  None if shares is None else shares[r])
+                 for r in (range(c.pp) if ranks is None else ranks))
+
+
+def _rank_activation_inputs(model: ModelSpec, config: ParallelConfig, num_micro_batches: int,
+                            ranks: Sequence[int] | None, layer: LayerBytes,
+                            layout: RankLayout | None = None) -> list[tuple[int, float, float, float]]:
+    """(rank, micro-batches held, stored activation bytes per micro-batch, working bytes) of each
+    pipeline rank in ``ranks`` (default: every rank), from one layer's bytes (:func:`_layer_bytes`);
+    ``layout``: :func:`_rank_layout` of the same ranks, where known."""
+    c = config
+    per_layer, per_moe_layer, kept, kept_moe, working = layer
     out = []
-    for r in range(c.pp) if ranks is None else ranks:
+    for r, n_dense, n_moe, share in _rank_layout(model, c, ranks) if layout is None else layout:
         held = rank_held_micro_batches(c.pp, c.vp, num_micro_batches, r) if c.pp > 1 else float(
             in_flight_micro_batches(1, 1, num_micro_batches))
-        n_moe = moe_counts[r] + (model.mtp_layers if r == c.pp - 1 else 0)
-        if shares is None:
-            per_mb = (counts[r] - moe_counts[r]) * per_layer + n_moe * per_moe_layer
+        if share is None:
+            per_mb = n_dense * per_layer + n_moe * per_moe_layer
         else:
-            share = shares[r]
-            per_mb = ((counts[r] - moe_counts[r]) * (share * per_layer + (1.0 - share) * kept)
+            per_mb = (n_dense * (share * per_layer + (1.0 - share) * kept)
                       + n_moe * (share * per_moe_layer + (1.0 - share) * kept_moe))
         if c.activation_offload_layers:
             # Offloaded layers leave the GPU after their forward; one comes back ahead of its backward.
@@ -303,13 +317,15 @@ class GpuPeak:
         self._activations: dict[tuple[object, ...], tuple[float, ...]] = {}
         self._tails: dict[tuple[str, int], float] = {}
         self._layer_bytes: dict[tuple[object, ...], LayerBytes] = {}
+        self._rank_layouts: dict[tuple[object, ...], RankLayout] = {}
+        """:func:`_rank_layout` of the checked ranks per pipeline layout and partial recomputation."""
         self.states_by_vp = model.moe is not None and model.moe.first_dense_layers > 0
         """Whether vp changes the model states: only through which ranks the interleaved chunks put dense
         first layers on (:func:`search._stages.stage_moe_layer_counts`); elsewhere they are keyed at vp 1."""
 
     def clear(self) -> None:
         """Drop the caches (a search's scan is over: see :meth:`search._evaluator.Evaluator.release_scan`)."""
-        for cache in (self._states, self._activations, self._tails, self._layer_bytes):
+        for cache in (self._states, self._activations, self._tails, self._layer_bytes, self._rank_layouts):
             cache.clear()
 
     def __call__(self, config: ParallelConfig, framework: str, num_micro_batches: int) -> float:
@@ -351,9 +367,14 @@ class GpuPeak:
             layer = self._layer_bytes.get(lkey)
             if layer is None:
                 layer = self._layer_bytes[lkey] = _layer_bytes(self.model, c, lb, mb)
+            partial = c.recompute == "full" and c.recompute_layers is not None
+            rkey = (c.pp, c.vp, c.stage_layers, c.recompute_layers if partial else None)
+            ranks = self._rank_layouts.get(rkey)
+            if ranks is None:
+                ranks = self._rank_layouts[rkey] = _rank_layout(self.model, c, _checked_ranks(self.model, c))
             acts = tuple(frag * _rank_activation_bytes(self.model, c, held, r == c.pp - 1, per_mb, working, mb)
                          for r, held, per_mb, working in _rank_activation_inputs(
-                             self.model, c, num_micro_batches, _checked_ranks(self.model, c), layer))
+                             self.model, c, num_micro_batches, None, layer, ranks))
             self._activations[akey] = acts
         return acts
 
