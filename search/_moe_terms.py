@@ -52,6 +52,15 @@ experts' compute of a learned router; force-balanced benchmarks pay 1.0."""
 PERMUTE_BYTES_PER_COPY_PER_H = 8.0
 """Forward HBM bytes per routed token copy and unit of h of the permutation before the experts
 and the un-permutation after (read + write 16-bit each: 2 x 4h)."""
+LOCAL_SORT_TOTAL_BYTES_PER_COPY_PER_H = 16.0
+"""HBM bytes per routed token copy and unit of h, forward and backward together, of the alltoall
+dispatcher's two sorts by local expert: after the dispatch all-to-all the received copies come grouped
+by source rank and are sorted into expert order, and before the combine they are sorted back
+(megatron-core ``token_dispatcher.py`` ``MoEAlltoAllTokenDispatcher.dispatch_postprocess`` /
+``combine_preprocess``: ``sort_chunks_by_idxs`` when ``num_local_experts > 1``, core_v0.13.0 to
+core_v0.19.0; core_v0.19.0 lines 750-781 and 796-815). Each sort reads and writes every copy in 16-bit
+(4h) and its backward is the inverse sort (4h): 2 x (4 + 4). The flex dispatchers permute inside their
+own path (DeepEP's ``permute`` after the dispatch, HybridEP's dispatch kernel): no second sort."""
 ROUTER_BYTES_PER_TOKEN_PER_EXPERT = 12.0
 """Forward bytes per token and expert of the router's fp32 softmax/top-k and the probabilities it
 keeps (read + write 4 + 4, row map 4)."""
@@ -89,6 +98,14 @@ def expert_load_factor(model: ModelSpec) -> float:
     if moe.capacity_factor is not None:
         return min(moe.capacity_factor, DROPLESS_IMBALANCE)
     return DROPLESS_IMBALANCE
+
+
+def local_sort_total_bytes_per_copy(model: ModelSpec, dispatcher: str, local_experts: int) -> float:
+    """Bytes (forward and backward) per routed copy of the alltoall dispatcher's sorts by local expert
+    (:data:`LOCAL_SORT_TOTAL_BYTES_PER_COPY_PER_H`); 0 for the flex dispatchers and for one local expert."""
+    if dispatcher != "alltoall" or local_experts <= 1:
+        return 0.0
+    return LOCAL_SORT_TOTAL_BYTES_PER_COPY_PER_H * model.hidden
 
 
 def grouped_gemm_time_s(groups: int, m: float, n: float, k: float, kernels: Kernels) -> float:
@@ -142,9 +159,10 @@ def moe_layer_times(model: ModelSpec, micro_batch: int, tp: int, cp: int, sp: bo
     experts = (grouped_gemm_time_s(local, per_expert, f * (model.mlp_matrices - 1), h, kernels)
                + grouped_gemm_time_s(local, per_expert, h, f, kernels))
     copies = local * per_expert
-    # Megatron-Core's eager clamp and per-expert bias (search._unfused_paths): totals, charged as forward shares.
-    unfused = ((clamp_total_bytes_per_copy(model, f, path) + expert_bias_total_bytes_per_copy(model, path))
-               / (1.0 + BACKWARD_TO_FORWARD))
+    # Megatron-Core's eager clamp and per-expert bias (search._unfused_paths) and the alltoall dispatcher's sorts
+    # by local expert: totals, charged as forward shares.
+    unfused = ((clamp_total_bytes_per_copy(model, f, path) + expert_bias_total_bytes_per_copy(model, path)
+                + local_sort_total_bytes_per_copy(model, dispatcher, local)) / (1.0 + BACKWARD_TO_FORWARD))
     activation = 0.0 if path == "fused" else mlp_activation_bytes_per_token(model, f)
     elementwise = (attention_elementwise_bytes(model, tokens, tp, sp)
                    + copies * (activation + PERMUTE_BYTES_PER_COPY_PER_H * h + unfused)
