@@ -24,7 +24,7 @@ from search._moe_dispatch import syncs_host
 from search._parallel_spec import CudaGraphs, Framework, ParallelConfig, Recompute, TrainingSpec
 from search._predict import (
     MicroBatchTerms,
-    _micro_batch_terms,
+    layer_shape_terms,
     slowest_and_others_s,
     stage_micro_batch_s,
     stage_overhead_s,
@@ -142,13 +142,9 @@ class ThroughputBounds:
         shape = (framework, tp, cp, sp, micro_batch, recompute, tp_comm_overlap, ep, etp, moe_exchange, cuda_graphs)
         layer = self._layers.get(shape)
         if layer is None:  # the runtime's precision and kernels: its TrainingSpec (the batch plays no part)
-            # micro_batch_terms's cached body, called with the fields it would read from a ParallelConfig (a
-            # search builds ~30,000 of these shapes: building a config for each cost ~7 % of its time).
-            training, cluster = self.trainings[framework], self.cluster
-            layer = self._layers[shape] = _micro_batch_terms(
-                self.model, cluster.gpu, cluster.node, training.precision, self.cal, tp, cp, sp, micro_batch,
-                recompute, tp_comm_overlap, ep, etp, training.framework, cluster.fabric, moe_exchange[0],
-                moe_exchange[1], cuda_graphs, training.fp8_attention)
+            layer = self._layers[shape] = layer_shape_terms(
+                self.model, self.cluster, self.trainings[framework], self.cal, tp, cp, sp, micro_batch, recompute,
+                tp_comm_overlap, ep, etp, moe_exchange[0], moe_exchange[1], cuda_graphs)
         return layer
 
     def layers(self) -> dict[tuple[Any, ...], MicroBatchTerms]:

@@ -303,15 +303,23 @@ def dp_overlap(framework: str, pp: int, cal: Calibration) -> float:
     return 0.0 if framework == "megatron-deepspeed" and pp > 1 else cal.dp_overlap
 
 
+def layer_shape_terms(model: ModelSpec, cluster: ClusterSpec, training: TrainingSpec, cal: Calibration, tp: int,
+                      cp: int, sp: bool, micro_batch: int, recompute: str, tp_comm_overlap: bool, ep: int, etp: int,
+                      moe_dispatcher: str, moe_a2a_overlap: bool, cuda_graphs: str) -> MicroBatchTerms:
+    """:func:`micro_batch_terms` from the degrees that shape a layer, without a :class:`ParallelConfig` (a
+    search's throughput bounds ask for ~30,000 shapes: building a configuration for each cost ~7 % of its time)."""
+    return _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, tp, cp, sp, micro_batch,
+                              recompute, tp_comm_overlap, ep, etp, training.framework, cluster.fabric, moe_dispatcher,
+                              moe_a2a_overlap, cuda_graphs, training.fp8_attention)
+
+
 def micro_batch_terms(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, training: TrainingSpec,
                       cal: Calibration) -> MicroBatchTerms:
     """One layer's and the LM head's per-micro-batch terms (:func:`_micro_batch_terms`): they depend on
     the degrees that shape a layer, not on dp, pp, vp, ZeRO or the layout."""
     c = config
-    return _micro_batch_terms(model, cluster.gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp,
-                              c.micro_batch, c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework,
-                              cluster.fabric, c.moe_dispatcher, c.moe_a2a_overlap, c.cuda_graphs,
-                              training.fp8_attention)
+    return layer_shape_terms(model, cluster, training, cal, c.tp, c.cp, c.sp, c.micro_batch, c.recompute,
+                             c.tp_comm_overlap, c.ep, c.etp, c.moe_dispatcher, c.moe_a2a_overlap, c.cuda_graphs)
 
 
 def stage_overhead_s(model: ModelSpec, framework: str, config: ParallelConfig, cal: Calibration) -> float:
@@ -404,9 +412,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     counts = stage_layer_counts(model, c)
     moe_counts = stage_moe_layer_counts(model, c)
 
-    t = _micro_batch_terms(model, gpu, cluster.node, training.precision, cal, c.tp, c.cp, c.sp, c.micro_batch,
-                           c.recompute, c.tp_comm_overlap, c.ep, c.etp, training.framework, cluster.fabric,
-                           c.moe_dispatcher, c.moe_a2a_overlap, c.cuda_graphs, training.fp8_attention)
+    t = micro_batch_terms(model, cluster, c, training, cal)
     lt = t.layer
     overhead_mb_s = stage_overhead_s(model, training.framework, c, cal)
     shares = stage_recompute_shares(model, c)
@@ -523,4 +529,4 @@ def predict(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig, trai
     )
 
 
-__all__ = ["check_precision", "predict", "predict_memory", "time_lower_bound_s"]
+__all__ = ["check_precision", "layer_shape_terms", "predict", "predict_memory", "time_lower_bound_s"]
